@@ -1,0 +1,186 @@
+"""The `replaybench` command line."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from benchmark.policy import PolicyError
+from benchmark.runner import RunError, RunSpec, run
+from benchmark.strategy import StrategyError
+from benchmark.tasks import TaskError
+from benchmark.workload import WorkloadError, list_workloads, load_workload, split_overrides
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BASELINES = ["on_policy", "fifo_uniform"]
+USER_ERRORS = (WorkloadError, StrategyError, TaskError, PolicyError, RunError)
+console = Console(stderr=True)
+
+
+def _workload(args):
+    overrides, strategy_params = split_overrides(args.set or [])
+    if getattr(args, "budget", None) is not None:
+        overrides["budget"] = args.budget
+    for key in ("workers", "trainers"):
+        if getattr(args, key, None) is not None:
+            overrides[f"pipeline.{key}"] = getattr(args, key)
+    return load_workload(args.workload, overrides), strategy_params
+
+
+def _run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, label: str = "") -> dict:
+    budget = spec.workload.budget
+    columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=False) as bar:
+        job = bar.add_task(label or spec.run_key(), total=budget, status="")
+
+        def progress(p):
+            acc = p.eval_history[-1]["accuracy"] if p.eval_history else float("nan")
+            bar.update(job, completed=min(p.compute_used, budget),
+                       status=f"compute {p.compute_used:,.0f}/{budget:,.0f}  step {p.trainer_step}  acc {acc:.3f}")
+
+        return run(spec, resume=resume, summary_json=summary_json, progress=progress)
+
+
+def cmd_run(args) -> int:
+    workload, strategy_params = _workload(args)
+    spec = RunSpec(workload, Path(args.strategy), strategy_params, args.seed)
+    summary = _run_with_progress(spec, resume=args.resume, summary_json=args.summary_json)
+    console.print(
+        f"[bold]{spec.strategy_name}[/] seed {spec.seed}: start {summary['start_accuracy']:.3f} -> "
+        f"best {summary['best']['accuracy']:.3f} at compute {summary['best']['compute']:,.0f}, "
+        f"final {summary['final']['accuracy']:.3f}; replay ratio {summary['replay_ratio']:.2f}; "
+        f"MLflow run {summary['mlflow_run_id']}"
+    )
+    return 0
+
+
+def _iqr(values):
+    if len(values) < 2:
+        return 0.0
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[2] - q[0]
+
+
+def cmd_baselines(args) -> int:
+    workload, strategy_params = _workload(args)
+    seeds = args.seeds if args.seeds is not None else workload.seeds
+    results = {}
+    for name in args.strategies or BASELINES:
+        path = REPO_ROOT / "baselines" / f"{name}.py"
+        for seed in seeds:
+            spec = RunSpec(workload, path, strategy_params, seed)
+            results.setdefault(name, []).append(_run_with_progress(spec, label=f"{name} seed {seed}"))
+    print_ranking(workload.name, results)
+    return 0
+
+
+def print_ranking(workload_name: str, results: dict[str, list[dict]]) -> None:
+    """Entries ranked by median (over seeds) best accuracy within budget."""
+    rows = []
+    for name, summaries in results.items():
+        best = [s["best"]["accuracy"] for s in summaries]
+        rows.append((statistics.median(best), name, summaries, best))
+    rows.sort(key=lambda r: -r[0])
+    table = Table(title=f"{workload_name}: best accuracy within budget (median over seeds)")
+    for col in ("rank", "strategy", "seeds", "best acc (median)", "IQR", "start acc", "compute at best (median)",
+                "replay ratio"):
+        table.add_column(col, justify="right" if col not in ("strategy",) else "left")
+    for rank, (median, name, summaries, best) in enumerate(rows, 1):
+        table.add_row(
+            str(rank), name, str(len(summaries)), f"{median:.3f}", f"{_iqr(best):.3f}",
+            f"{statistics.median(s['start_accuracy'] for s in summaries):.3f}",
+            f"{statistics.median(s['best']['compute'] for s in summaries):,.0f}",
+            f"{statistics.median(s['replay_ratio'] for s in summaries):.2f}",
+        )
+    Console().print(table)
+
+
+def cmd_workloads(args) -> int:
+    table = Table(title="workloads")
+    for col in ("name", "task", "model", "W+T", "budget", "description"):
+        table.add_column(col)
+    failures = 0
+    for name in list_workloads():
+        try:
+            w = load_workload(name)
+        except WorkloadError as exc:
+            failures += 1
+            table.add_row(name, "-", "-", "-", "-", f"[red]invalid: {exc}[/]")
+            continue
+        table.add_row(w.name, w.task, w.model.source, str(w.pipeline.devices), f"{w.budget:,.0f}", w.description)
+    Console().print(table)
+    return 1 if (failures and args.check) else 0
+
+
+def cmd_warmstart(args) -> int:
+    from benchmark.policy import checkpoint_dir
+    from benchmark.tasks import load_task
+    from benchmark.warmstart import warm_start
+
+    workload, _ = _workload(args)
+    if workload.model.source != "tiny":
+        raise WorkloadError(f"workload {workload.name} uses model {workload.model.source}; warmstart builds tiny models only")
+    out = Path(args.out) if args.out else checkpoint_dir(workload)
+    info = warm_start(workload, load_task(workload.task), out, log=console.print)
+    console.print(f"start checkpoint written to {out}: greedy accuracy {info['greedy_accuracy']:.3f} after "
+                  f"{info['steps']} steps, sha256 {info['weights_sha256'][:16]}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="replaybench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p):
+        p.add_argument("--workload", default="arith-tiny", help="workload name or path of a workload .yaml")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override a workload field (grpo.lr=1e-4) or a strategy hyperparameter (buffer_size=64)")
+        p.add_argument("--budget", type=float, help="compute budget in normalised units (default: the workload's)")
+        p.add_argument("--workers", type=int, help="inference workers W (W + T must equal the workload's devices)")
+        p.add_argument("--trainers", type=int, help="trainers T")
+
+    p = sub.add_parser("run", help="one training run, recorded in MLflow")
+    common(p)
+    p.add_argument("--strategy", required=True, help="path of a strategy file, e.g. baselines/fifo_uniform.py")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue the interrupted run of this config and seed")
+    p.add_argument("--summary-json", type=Path, help="also write the run's final summary here")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("baselines", help="all reference baselines x seeds, then a ranked table")
+    common(p)
+    p.add_argument("--seeds", type=int, nargs="+", help="default: the workload's seeds")
+    p.add_argument("--strategies", nargs="+", help=f"baseline names (default: {' '.join(BASELINES)})")
+    p.set_defaults(func=cmd_baselines)
+
+    p = sub.add_parser("workloads", help="list the workloads")
+    p.add_argument("--check", action="store_true", help="exit non-zero if any workload does not validate")
+    p.set_defaults(func=cmd_workloads)
+
+    p = sub.add_parser("warmstart", help="(re)build a tiny workload's start checkpoint")
+    common(p)
+    p.add_argument("--out", help="output folder (default: the workload's model.checkpoint)")
+    p.set_defaults(func=cmd_warmstart)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except USER_ERRORS as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return 2
+    except KeyboardInterrupt:
+        console.print("interrupted; continue with the same command and --resume")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Generation engines: sample completions with the behaviour policy's per-token log-probs.
+
+The pipeline only talks to `GenerationEngine`; `HFEngine` (transformers `generate`) is the CPU
+default, and a vLLM engine can sit behind the same interface on GPUs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class Completion:
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]  # up to and including the end-of-sequence token, if produced
+    logprobs: tuple[float, ...]  # behaviour log-prob of each completion token
+    text: str  # decoded completion without special tokens
+
+
+class GenerationEngine:
+    """Holds one version of the policy weights and samples from it."""
+
+    version: int = 0
+
+    def load_weights(self, state_dict: dict, version: int) -> None:
+        raise NotImplementedError
+
+    def generate(self, prompts: list[str], n: int, temperature: float, max_new_tokens: int,
+                 seed: int) -> list[list[Completion]]:
+        """n completions per prompt. temperature 0 means greedy. The same seed gives the same output."""
+        raise NotImplementedError
+
+
+class HFEngine(GenerationEngine):
+    """transformers `generate` on a model of its own (weights loaded in place on sync)."""
+
+    def __init__(self, model, tokenizer, version: int = 0):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.version = version
+
+    def load_weights(self, state_dict: dict, version: int) -> None:
+        self.model.load_state_dict(state_dict)
+        self.version = version
+
+    @torch.no_grad()
+    def generate(self, prompts, n, temperature, max_new_tokens, seed):
+        tok = self.tokenizer
+        enc = tok([p for p in prompts for _ in range(n)], return_tensors="pt", padding=True,
+                  add_special_tokens=False)
+        greedy = temperature <= 0
+        kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
+        # A private RNG stream per call: results depend on the seed only, not on what ran before.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            out = self.model.generate(
+                **enc, max_new_tokens=max_new_tokens, output_logits=True, return_dict_in_generate=True,
+                pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, **kwargs,
+            )
+        new_tokens = out.sequences[:, enc["input_ids"].shape[1]:]
+        logits = torch.stack(out.logits, 1).float()  # raw logits, [rows, new, vocab]
+        logp = F.log_softmax(logits / (temperature if not greedy else 1.0), -1)
+        token_logp = logp.gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
+        results = []
+        for row in range(new_tokens.shape[0]):
+            ids = new_tokens[row].tolist()
+            if tok.eos_token_id in ids:
+                ids = ids[: ids.index(tok.eos_token_id) + 1]
+            mask = enc["attention_mask"][row].bool()
+            prompt_ids = tuple(enc["input_ids"][row][mask].tolist())
+            results.append(Completion(
+                prompt_ids=prompt_ids,
+                completion_ids=tuple(ids),
+                logprobs=tuple(token_logp[row, : len(ids)].tolist()),
+                text=tok.decode(ids, skip_special_tokens=True),
+            ))
+        return [results[i * n:(i + 1) * n] for i in range(len(prompts))]

@@ -1,0 +1,134 @@
+"""GRPO with off-policy correction: group-relative advantages and the clipped importance-ratio loss.
+
+The loss, for completion token t of rollout i sampled by the behaviour policy b:
+    ratio = pi_theta(y_t) / b(y_t)
+    loss  = -min(ratio * A_i, clip(ratio, 1 - eps_low, 1 + eps_high) * A_i)
+aggregated by token mean over the batch (default) or by sequence mean. No KL term.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from benchmark.rollout import Rollout
+
+
+def group_advantages(rewards: list[float]) -> list[float]:
+    """(r - mean) / std within one group; a group whose rewards are all equal gets zeros.
+
+    std is the sample standard deviation (Bessel-corrected), as TRL and verl compute it.
+    """
+    r = torch.tensor(rewards, dtype=torch.float64)
+    if len(rewards) < 2:
+        return [0.0] * len(rewards)
+    std = r.std()
+    if std.item() < 1e-8:
+        return [0.0] * len(rewards)
+    return ((r - r.mean()) / std).tolist()
+
+
+@dataclass
+class LossConfig:
+    eps_low: float = 0.2
+    eps_high: float = 0.2
+    aggregation: str = "token_mean"  # or "sequence_mean"
+
+
+def clipped_policy_loss(
+    logprobs: torch.Tensor,
+    behaviour_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    cfg: LossConfig,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """logprobs, behaviour_logprobs, mask: [batch, tokens]; advantages: [batch]."""
+    mask = mask.to(logprobs.dtype)
+    log_ratio = logprobs - behaviour_logprobs
+    ratio = torch.exp(log_ratio)
+    adv = advantages.unsqueeze(1)
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1.0 - cfg.eps_low, 1.0 + cfg.eps_high) * adv
+    per_token = -torch.minimum(unclipped, clipped)
+    if cfg.aggregation == "token_mean":
+        loss = (per_token * mask).sum() / mask.sum().clamp(min=1)
+    elif cfg.aggregation == "sequence_mean":
+        per_seq = (per_token * mask).sum(1) / mask.sum(1).clamp(min=1)
+        loss = per_seq.mean()
+    else:
+        raise ValueError(f"unknown loss aggregation {cfg.aggregation!r}: use token_mean or sequence_mean")
+    with torch.no_grad():
+        n = mask.sum().clamp(min=1)
+        clipped_tokens = (clipped < unclipped).to(mask.dtype) * mask  # where the clip changed the objective
+        stats = {
+            "clip_fraction": (clipped_tokens.sum() / n).item(),
+            "ratio_mean": ((ratio * mask).sum() / n).item(),
+            "ratio_max": ratio.masked_fill(mask == 0, float("-inf")).max().item(),
+        }
+    return loss, stats
+
+
+def pad_batch(rollouts: list[Rollout], pad_id: int):
+    """Right-padded input ids, attention mask, completion mask and behaviour log-probs.
+
+    Right padding keeps position ids equal to those used at generation (which counted from the
+    first real token), so on-policy data gives an importance ratio of 1.
+    """
+    longest = max(r.length for r in rollouts)
+    n = len(rollouts)
+    input_ids = torch.full((n, longest), pad_id, dtype=torch.long)
+    attention = torch.zeros((n, longest), dtype=torch.long)
+    completion_mask = torch.zeros((n, longest), dtype=torch.bool)
+    behaviour = torch.zeros((n, longest), dtype=torch.float32)
+    for i, r in enumerate(rollouts):
+        p, c = len(r.prompt_ids), len(r.completion_ids)
+        input_ids[i, : p + c] = torch.tensor(r.prompt_ids + r.completion_ids)
+        attention[i, : p + c] = 1
+        completion_mask[i, p : p + c] = True
+        behaviour[i, p : p + c] = torch.tensor(r.behaviour_logprobs)
+    return input_ids, attention, completion_mask, behaviour
+
+
+def token_logprobs_and_entropy(model, input_ids, attention, temperature: float = 1.0):
+    """Log-prob of each token given its prefix (aligned to the token's own position), and entropy."""
+    logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1].float() / temperature
+    logp_all = F.log_softmax(logits, dim=-1)
+    target = input_ids[:, 1:]
+    logp = logp_all.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    # shift right by one so index t holds the log-prob of token t
+    pad = torch.zeros_like(logp[:, :1])
+    return torch.cat([pad, logp], 1), torch.cat([pad, entropy], 1)
+
+
+class GRPOTrainer:
+    """The T data-parallel trainers, acting as one: one optimiser step per batch."""
+
+    def __init__(self, model, pad_id: int, lr: float, weight_decay: float = 0.0, max_grad_norm: float = 1.0,
+                 betas: tuple[float, float] = (0.9, 0.999), temperature: float = 1.0, loss: LossConfig | None = None):
+        self.model = model
+        self.pad_id = pad_id
+        self.temperature = temperature
+        self.max_grad_norm = max_grad_norm
+        self.loss_cfg = loss or LossConfig()
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
+
+    def step(self, rollouts: list[Rollout]) -> dict[str, float]:
+        self.model.train()
+        input_ids, attention, completion_mask, behaviour = pad_batch(rollouts, self.pad_id)
+        advantages = torch.tensor([r.advantage for r in rollouts], dtype=torch.float32)
+        logp, entropy = token_logprobs_and_entropy(self.model, input_ids, attention, self.temperature)
+        loss, stats = clipped_policy_loss(logp, behaviour, advantages, completion_mask, self.loss_cfg)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        self.optimizer.step()
+        n = completion_mask.sum().clamp(min=1)
+        stats.update(
+            loss=loss.item(),
+            grad_norm=grad_norm.item(),
+            entropy=((entropy * completion_mask).sum() / n).item(),
+        )
+        return stats

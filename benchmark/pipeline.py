@@ -1,0 +1,355 @@
+"""The asynchronous GRPO pipeline, simulated in virtual time with real model computation.
+
+W inference workers generate groups of G rollouts with the weights version they hold and hand
+each finished group to the replay strategy; T data-parallel trainers (acting as one) take a step
+whenever the strategy returns a batch. Workers receive the trainers' weights every `sync_every`
+steps and use them from their next generation on.
+
+Cost model (normalised compute units): training on one token costs 1 unit of device time,
+generating one costs mu. A generation lasts its cost on one worker; a training step lasts its
+cost spread over the T trainers. Every device counts, busy or idle:
+    compute used = (W + T) * elapsed virtual time.
+Events are processed in (virtual time, kind, sequence number) order, so the same seed and config
+give the same run. Wall-clock time is measured and logged, never used for a decision.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import heapq
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+import torch
+
+from benchmark.evaluation import evaluate
+from benchmark.generation import HFEngine
+from benchmark.grpo import GRPOTrainer, LossConfig, group_advantages
+from benchmark.rollout import Rollout
+from benchmark.strategy import ReplayStrategy, StrategyContext, StrategyError
+from benchmark.tasks import Task
+from benchmark.workload import Workload
+
+GENERATION_DONE, TRAIN_DONE = 0, 1  # at equal times, arrivals are handled before step ends
+
+
+def derive_seed(seed: int, *names) -> int:
+    """A 32-bit seed from a run seed and names; stable across processes (unlike Python's hash())."""
+    text = ":".join(str(x) for x in (seed, *names))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
+
+
+@dataclass(order=True)
+class Event:
+    time: float
+    kind: int
+    seq: int
+    worker: int = field(default=-1, compare=False)
+    payload: object = field(default=None, compare=False)
+
+
+@dataclass
+class PendingGroup:
+    """A generation in flight: computed when it started, handed over when it finishes."""
+
+    prompt_id: str
+    completions: list  # benchmark.generation.Completion
+    rewards: list[float]
+    policy_version: int
+
+
+class Pipeline:
+    def __init__(self, workload: Workload, task: Task, model, tokenizer, strategy: ReplayStrategy, seed: int):
+        self.w, self.task, self.tokenizer, self.strategy, self.seed = workload, task, tokenizer, strategy, seed
+        p, g = workload.pipeline, workload.grpo
+        self.devices = p.workers + p.trainers
+        self.trainer = GRPOTrainer(
+            model, tokenizer.pad_token_id, lr=g.lr, weight_decay=g.weight_decay, max_grad_norm=g.max_grad_norm,
+            betas=g.betas, temperature=g.temperature,
+            loss=LossConfig(eps_low=g.eps_low, eps_high=g.eps_high, aggregation=g.aggregation),
+        )
+        # Workers share one engine holding the latest published weights: a worker picks the
+        # version up when its next generation starts, which is all the pipeline needs.
+        self.engine = HFEngine(copy.deepcopy(model), tokenizer, version=0)
+        self.eval_engine = HFEngine(model, tokenizer)
+        self.train_docs = task.docs("train")
+        self.eval_docs = task.docs("test")[: workload.eval.num_problems]
+        self.docs_by_id = {str(d["id"]): d for d in self.train_docs}
+
+        self.clock = 0.0
+        self.events: list[Event] = []
+        self.seq = 0
+        self.stream_position = 0
+        self.generations_started = 0
+        self.next_rollout_id = 0
+        self.next_group_id = 0
+        self.trainer_step = 0
+        self.trainer_busy = False
+        self.trainer_busy_time = 0.0
+        self.worker_busy_time = 0.0  # finished generations only; in-flight ones are in worker_started
+        self.worker_started: dict[int, float] = {}
+        self.rollouts_generated = 0
+        self.samples_trained = 0
+        self.known: dict[int, Rollout] = {}  # every rollout handed to the strategy, by id
+        self.use_count: dict[int, int] = {}
+        self.last_used_step: dict[int, int] = {}
+        self.strategy_rng = np.random.default_rng(derive_seed(seed, "strategy"))
+        self.evals_done = 0
+        self.eval_history: list[dict] = []
+        self.pending_metrics: list[tuple[str, float, int]] = []
+        self.flushes = 0
+        self.wall = {"generation": 0.0, "training": 0.0, "evaluation": 0.0, "total": 0.0}
+        self.last_samples: list[dict] = []
+
+    # ---- the schedule -------------------------------------------------------------------
+    @property
+    def compute_used(self) -> float:
+        return self.devices * self.clock
+
+    def eval_points(self) -> list[float]:
+        """Compute checkpoints: 0, every, 2*every, ..., and the budget itself."""
+        every, budget = self.w.eval.every, self.w.budget
+        points = [i * every for i in range(int(budget // every) + 1)]
+        if points[-1] < budget - 1e-9:
+            points.append(budget)
+        return points
+
+    def start(self) -> None:
+        for worker in range(self.w.pipeline.workers):
+            self._start_generation(worker)
+
+    def run(self, on_checkpoint=None, on_progress=None) -> None:
+        """Advance until the budget is spent. on_checkpoint(self) runs after each evaluation."""
+        t0 = time.perf_counter()
+        wall_before = self.wall["total"]
+        points = self.eval_points()
+        end_time = self.w.budget / self.devices
+        while True:
+            next_eval = points[self.evals_done] / self.devices if self.evals_done < len(points) else None
+            next_event = self.events[0].time if self.events else float("inf")
+            if next_eval is not None and next_eval < next_event:
+                self.clock = next_eval
+                self._evaluate()
+                self.wall["total"] = wall_before + time.perf_counter() - t0
+                if on_checkpoint:
+                    on_checkpoint(self)
+                if on_progress:
+                    on_progress(self)
+                continue
+            if next_event > end_time:
+                break
+            event = heapq.heappop(self.events)
+            self.clock = event.time
+            if event.kind == GENERATION_DONE:
+                self._finish_generation(event)
+            else:
+                self._finish_train_step(event)
+            if on_progress and event.kind == TRAIN_DONE:
+                on_progress(self)
+        self.clock = end_time
+        self.wall["total"] = wall_before + time.perf_counter() - t0
+
+    @property
+    def finished(self) -> bool:
+        return self.evals_done >= len(self.eval_points())
+
+    def _push(self, time_: float, kind: int, worker: int = -1, payload=None) -> None:
+        heapq.heappush(self.events, Event(time_, kind, self.seq, worker, payload))
+        self.seq += 1
+
+    def _ctx(self) -> StrategyContext:
+        return StrategyContext(trainer_step=self.trainer_step, policy_version=self.trainer_step,
+                               rng=self.strategy_rng, use_count=MappingProxyType(self.use_count))
+
+    # ---- workers --------------------------------------------------------------------------
+    def _next_doc(self) -> dict:
+        n = len(self.train_docs)
+        epoch, index = divmod(self.stream_position, n)
+        order = np.random.default_rng(derive_seed(self.seed, "stream", epoch)).permutation(n)
+        self.stream_position += 1
+        return self.train_docs[order[index]]
+
+    def _start_generation(self, worker: int) -> None:
+        g = self.w.grpo
+        doc = self._next_doc()
+        seed = derive_seed(self.seed, "generation", self.generations_started)
+        self.generations_started += 1
+        t = time.perf_counter()
+        [completions] = self.engine.generate([self.task.doc_to_text(doc)], n=g.group_size,
+                                             temperature=g.temperature, max_new_tokens=self.task.max_new_tokens,
+                                             seed=seed)
+        self.wall["generation"] += time.perf_counter() - t
+        rewards = [self.task.score(doc, c.text) for c in completions]
+        tokens = sum(len(c.prompt_ids) + len(c.completion_ids) for c in completions)
+        duration = self.w.pipeline.mu * tokens
+        self.worker_started[worker] = self.clock
+        self._push(self.clock + duration, GENERATION_DONE, worker,
+                   PendingGroup(str(doc["id"]), completions, rewards, self.engine.version))
+
+    def _finish_generation(self, event: Event) -> None:
+        group: PendingGroup = event.payload
+        self.worker_busy_time += self.clock - self.worker_started.pop(event.worker)
+        advantages = group_advantages(group.rewards)
+        rollouts = []
+        for c, r, a in zip(group.completions, group.rewards, advantages):
+            rollout = Rollout(
+                rollout_id=self.next_rollout_id, group_id=self.next_group_id, prompt_id=group.prompt_id,
+                prompt_ids=c.prompt_ids, completion_ids=c.completion_ids, behaviour_logprobs=c.logprobs,
+                reward=r, correct=r >= 1.0, advantage=a, policy_version=group.policy_version,
+                created_step=self.trainer_step, created_time=self.clock,
+            )
+            self.known[rollout.rollout_id] = rollout
+            self.next_rollout_id += 1
+            rollouts.append(rollout)
+        self.next_group_id += 1
+        self.rollouts_generated += len(rollouts)
+        self.strategy.add(list(rollouts), self._ctx())
+        self._start_generation(event.worker)
+        if not self.trainer_busy:
+            self._try_train()
+
+    # ---- trainers -------------------------------------------------------------------------
+    def _try_train(self) -> None:
+        batch_size = self.w.grpo.batch_size
+        batch = self.strategy.sample(batch_size, self._ctx())
+        if batch is None:
+            return
+        batch = self._checked_batch(batch, batch_size)
+        duration = sum(r.length for r in batch) / self.w.pipeline.trainers
+        self.trainer_busy = True
+        self.trainer_busy_time += duration  # a step in flight at the budget's end is cut in summary()
+        self._push(self.clock + duration, TRAIN_DONE, payload=batch)
+
+    def _checked_batch(self, batch, batch_size: int) -> list[Rollout]:
+        """Train only on the engine's own copies of rollouts it handed to the strategy."""
+        if not isinstance(batch, (list, tuple)) or len(batch) != batch_size:
+            got = len(batch) if isinstance(batch, (list, tuple)) else type(batch).__name__
+            raise StrategyError(f"sample() must return a list of exactly {batch_size} rollouts or None, got {got}")
+        checked = []
+        for r in batch:
+            own = self.known.get(getattr(r, "rollout_id", None))
+            if own is None or own != r:
+                raise StrategyError("sample() returned a rollout the engine did not hand to the strategy (or altered it)")
+            checked.append(own)
+        return checked
+
+    def _finish_train_step(self, event: Event) -> None:
+        batch: list[Rollout] = event.payload
+        t = time.perf_counter()
+        stats = self.trainer.step(batch)
+        self.wall["training"] += time.perf_counter() - t
+        staleness = [self.trainer_step - r.policy_version for r in batch]
+        since_last = [self.trainer_step - self.last_used_step[r.rollout_id] for r in batch
+                      if r.rollout_id in self.last_used_step]
+        for r in batch:
+            self.use_count[r.rollout_id] = self.use_count.get(r.rollout_id, 0) + 1
+            self.last_used_step[r.rollout_id] = self.trainer_step
+        self.trainer_step += 1
+        self.samples_trained += len(batch)
+        self.trainer_busy = False
+        stats.update(
+            offpolicy_mean=float(np.mean(staleness)), offpolicy_median=float(np.median(staleness)),
+            offpolicy_max=float(max(staleness)),
+            steps_since_last_use=float(np.mean(since_last)) if since_last else 0.0,
+            reused_fraction=len(since_last) / len(batch),
+            reward=float(np.mean([r.reward for r in batch])),
+            response_length=float(np.mean([len(r.completion_ids) for r in batch])),
+            compute=self.compute_used,
+            rollouts_generated=self.rollouts_generated, samples_trained=self.samples_trained,
+            replay_ratio=self.samples_trained / max(self.rollouts_generated, 1),
+            trainer_idle_fraction=self.trainer_idle_fraction(),
+            worker_idle_fraction=self.worker_idle_fraction(),
+        )
+        self.pending_metrics.extend((f"train/{k}", float(v), self.trainer_step) for k, v in stats.items())
+        if self.trainer_step % self.w.pipeline.sync_every == 0:
+            self.engine.load_weights(self.trainer.model.state_dict(), self.trainer_step)
+        self._try_train()
+
+    # ---- evaluation -----------------------------------------------------------------------
+    def _evaluate(self) -> None:
+        e = self.w.eval
+        t = time.perf_counter()
+        result = evaluate(self.eval_engine, self.task, self.eval_docs, temperature=e.temperature, pass_k=e.pass_k,
+                          pass_k_samples=e.pass_k_samples, pass_k_problems=e.pass_k_problems,
+                          seed=derive_seed(self.seed, "eval", self.evals_done), keep_samples=e.num_logged_samples)
+        self.wall["evaluation"] += time.perf_counter() - t
+        self.last_samples = result.pop("samples", [])
+        point = {"compute": self.compute_used, "trainer_step": self.trainer_step,
+                 "rollouts_generated": self.rollouts_generated, "samples_trained": self.samples_trained, **result}
+        self.eval_history.append(point)
+        self.evals_done += 1
+        self.pending_metrics.extend((f"eval/{k}", float(v), self.trainer_step) for k, v in point.items())
+
+    def trainer_idle_fraction(self) -> float:
+        busy = self.trainer_busy_time
+        if self.trainer_busy:  # the step in flight ends in the future: count only its elapsed part
+            busy -= self.events_end_of_train() - self.clock
+        return 1.0 - busy / self.clock if self.clock > 0 else 0.0
+
+    def events_end_of_train(self) -> float:
+        return next(e.time for e in self.events if e.kind == TRAIN_DONE)
+
+    def worker_idle_fraction(self) -> float:
+        busy = self.worker_busy_time + sum(self.clock - t for t in self.worker_started.values())
+        return 1.0 - busy / (self.clock * self.w.pipeline.workers) if self.clock > 0 else 0.0
+
+    # ---- results --------------------------------------------------------------------------
+    def summary(self) -> dict:
+        best = max(self.eval_history, key=lambda p: (p["accuracy"], -p["compute"]))
+        used = [n for n in self.use_count.values()]
+        return {
+            "final": self.eval_history[-1],
+            "best": best,
+            "start_accuracy": self.eval_history[0]["accuracy"],
+            "eval_curve": self.eval_history,
+            "compute_used": self.compute_used,
+            "budget": self.w.budget,
+            "virtual_time": self.clock,
+            "trainer_steps": self.trainer_step,
+            "rollouts_generated": self.rollouts_generated,
+            "samples_trained": self.samples_trained,
+            "replay_ratio": self.samples_trained / max(self.rollouts_generated, 1),
+            "rollouts_never_used_fraction": 1 - len(used) / max(self.rollouts_generated, 1),
+            "max_uses_of_a_rollout": max(used, default=0),
+            "median_uses_of_used_rollouts": statistics.median(used) if used else 0,
+            "trainer_idle_fraction": self.trainer_idle_fraction(),
+            "worker_idle_fraction": self.worker_idle_fraction(),
+            "wall_seconds": dict(self.wall),
+        }
+
+    # ---- checkpoints ----------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        skip = {"w", "task", "tokenizer", "strategy", "trainer", "engine", "eval_engine", "train_docs",
+                "eval_docs", "docs_by_id", "strategy_rng"}
+        state = {k: v for k, v in vars(self).items() if k not in skip}
+        state["strategy_rng"] = self.strategy_rng.bit_generator.state
+        state["strategy"] = self.strategy.state_dict()
+        state["model"] = self.trainer.model.state_dict()
+        state["optimizer"] = self.trainer.optimizer.state_dict()
+        state["engine"] = {"weights": self.engine.model.state_dict(), "version": self.engine.version}
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        state = dict(state)
+        self.trainer.model.load_state_dict(state.pop("model"))
+        self.trainer.optimizer.load_state_dict(state.pop("optimizer"))
+        engine = state.pop("engine")
+        self.engine.load_weights(engine["weights"], engine["version"])
+        self.strategy.load_state_dict(state.pop("strategy"))
+        self.strategy_rng.bit_generator.state = state.pop("strategy_rng")
+        vars(self).update(state)
+
+    def save(self, path: Path) -> None:
+        """Atomic: a kill during the write leaves the previous checkpoint intact."""
+        tmp = path.with_suffix(".tmp")
+        torch.save(self.state_dict(), tmp)
+        os.replace(tmp, path)
+
+    def load(self, path: Path) -> None:
+        self.load_state_dict(torch.load(path, weights_only=False))

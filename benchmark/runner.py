@@ -1,0 +1,134 @@
+"""One training run: workload + strategy + seed -> pipeline, checkpoints and an MLflow record.
+
+A run checkpoints its whole state at every evaluation under runs/checkpoints/<run key>/;
+`resume=True` continues from there and reopens the same MLflow run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from benchmark.pipeline import Pipeline
+from benchmark.policy import load_start_policy
+from benchmark.strategy import build_strategy, file_sha256
+from benchmark.tasks import load_task
+from benchmark.tracking import RUNS_DIR, TAG, RunRecorder, code_version
+from benchmark.workload import Workload
+
+
+class RunError(Exception):
+    """A run that cannot start or continue; the message names the fix."""
+
+
+@dataclass
+class RunSpec:
+    workload: Workload
+    strategy_path: Path
+    strategy_params: dict
+    seed: int
+
+    @property
+    def strategy_name(self) -> str:
+        return self.strategy_path.stem
+
+    def resolved_config(self) -> dict:
+        params = {**self.workload.strategy_defaults, **self.strategy_params}
+        return {"workload": self.workload.to_dict(),
+                "strategy": {"name": self.strategy_name, "path": str(self.strategy_path),
+                             "sha256": file_sha256(self.strategy_path), "params": params},
+                "seed": self.seed}
+
+    def group_key(self) -> str:
+        """Same for every seed of one configuration: how the scorer groups seeds."""
+        config = self.resolved_config()
+        config.pop("seed")
+        return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def run_key(self) -> str:
+        return f"{self.workload.name}-{self.strategy_name}-{self.group_key()}-seed{self.seed}"
+
+
+def _set_threads() -> None:
+    # A fixed thread count keeps CPU kernels' reduction order, hence the metrics, reproducible
+    # on one machine. Tiny models gain little from more threads, and oversubscribed cores lose a lot.
+    torch.set_num_threads(int(os.environ.get("REPLAYBENCH_THREADS", "1")))
+
+
+def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, progress=None,
+        stop_after_evals: int | None = None) -> dict:
+    """Execute (or continue) a run and return its summary. progress(pipeline) is called as it goes.
+
+    stop_after_evals: stop (without finishing the MLflow run) after that many evaluations; for tests
+    of interruption and resume.
+    """
+    _set_threads()
+    w = spec.workload
+    task = load_task(w.task)
+    model, tokenizer, start_info = load_start_policy(w)
+    config = spec.resolved_config()
+    strategy = build_strategy(spec.strategy_path, config["strategy"]["params"])
+    pipeline = Pipeline(w, task, model, tokenizer, strategy, spec.seed)
+
+    ckpt_dir = RUNS_DIR / "checkpoints" / spec.run_key()
+    ckpt = ckpt_dir / "state.pt"
+    meta_path = ckpt_dir / "run.json"
+    if resume:
+        if not ckpt.is_file():
+            raise RunError(f"nothing to resume for this configuration and seed (no {ckpt}); run without --resume")
+        pipeline.load(ckpt)
+        recorder = RunRecorder(w.name, run_id=json.loads(meta_path.read_text())["mlflow_run_id"])
+        # The checkpoint holds the metrics of its evaluation; log them unless they landed before the kill.
+        if recorder.flushed() <= pipeline.flushes:
+            recorder.flush(pipeline.flushes + 1, pipeline.pending_metrics)
+        pipeline.pending_metrics, pipeline.flushes = [], pipeline.flushes + 1
+    else:
+        tags = {f"{TAG}workload": w.name, f"{TAG}workload_version": w.version, f"{TAG}strategy": spec.strategy_name,
+                f"{TAG}group": spec.group_key(), f"{TAG}seed": spec.seed, f"{TAG}status": "running",
+                f"{TAG}task_version": task.version}
+        params = {**config, "code_version": code_version(), "start_checkpoint_sha256": start_info["weights_sha256"],
+                  "task_version": task.version}
+        recorder = RunRecorder(w.name, run_name=f"{spec.strategy_name}-seed{spec.seed}", tags=tags, params=params)
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        meta_path.write_text(json.dumps({"mlflow_run_id": recorder.run_id}) + "\n")
+        pipeline.start()
+
+    class Stop(Exception):
+        pass
+
+    def on_checkpoint(p: Pipeline) -> None:
+        index = p.flushes + 1
+        p.pending_metrics.extend((f"wall/{k}_seconds", v, p.trainer_step) for k, v in p.wall.items())
+        p.save(ckpt)  # first the state (with the pending metrics), then MLflow
+        recorder.flush(index, p.pending_metrics)
+        p.pending_metrics, p.flushes = [], index
+        if stop_after_evals is not None and p.evals_done >= stop_after_evals:
+            raise Stop
+
+    try:
+        pipeline.run(on_checkpoint=on_checkpoint, on_progress=progress)
+    except Stop:
+        return {}
+    except Exception as exc:
+        recorder.set_tags({f"{TAG}status": f"failed: {type(exc).__name__}: {exc}"[:5000]})
+        recorder.finish("FAILED")
+        raise
+
+    summary = pipeline.summary()
+    summary.update(config=config, start_checkpoint=start_info, mlflow_run_id=recorder.run_id,
+                   group=spec.group_key(), strategy=spec.strategy_name, workload=w.name, seed=spec.seed)
+    recorder.log_json(summary, "summary.json")
+    recorder.log_json(config, "config.json")
+    recorder.log_text(spec.strategy_path.read_text(), spec.strategy_path.name)
+    recorder.log_json(pipeline.last_samples, "eval_samples.json")
+    recorder.set_tags({f"{TAG}status": "finished", f"{TAG}best_accuracy": summary["best"]["accuracy"]})
+    recorder.finish()
+    if summary_json:
+        Path(summary_json).write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    ckpt.unlink(missing_ok=True)
+    return summary

@@ -1,0 +1,136 @@
+"""The one interface a submission implements: a replay strategy (what is stored, evicted, sampled).
+
+Strategies are plain Python files loaded by path, as AlgoPerf loads submissions. A file defines
+one subclass of `ReplayStrategy` (or names it in `STRATEGY = MyClass`).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from benchmark.rollout import Rollout
+
+
+class StrategyError(Exception):
+    """A strategy file that cannot be loaded or does not honour the API; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class StrategyContext:
+    """Read-only facts the engine shares with the strategy at each call.
+
+    trainer_step: number of parameter updates done so far.
+    policy_version: version of the trainers' weights (equals trainer_step).
+    rng: seeded random generator owned by the engine; the only randomness a strategy may use,
+        so runs are reproducible and resumable.
+    use_count: rollout_id -> how many times that rollout was trained on so far (read-only view).
+    """
+
+    trainer_step: int
+    policy_version: int
+    rng: np.random.Generator
+    use_count: Mapping[int, int]
+
+
+class ReplayStrategy:
+    """Base class of every buffer strategy.
+
+    Constructor keyword arguments are the strategy's hyperparameters (for example `buffer_size`);
+    the workload or the command line (`--set buffer_size=64`) sets them.
+    """
+
+    def add(self, rollouts: list[Rollout], ctx: StrategyContext) -> None:
+        """Receive a freshly generated group of rollouts (all share one group_id and prompt).
+
+        Called once per finished generation, in virtual-time order. Keep, drop or evict as you like.
+        """
+        raise NotImplementedError
+
+    def sample(self, batch_size: int, ctx: StrategyContext) -> list[Rollout] | None:
+        """Return exactly `batch_size` rollouts to train on now, or None if there is not enough data.
+
+        Only rollouts previously passed to `add` may be returned (repeats allowed). Returning None
+        makes the trainers wait until the next `add`. Idle trainers still cost compute.
+        """
+        raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        """Everything needed to resume the strategy exactly. Default: a deep copy of its attributes."""
+        return copy.deepcopy(vars(self))
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what `state_dict` returned."""
+        vars(self).update(copy.deepcopy(state))
+
+
+def file_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def load_strategy_class(path: str | Path) -> type[ReplayStrategy]:
+    """Import a strategy file by path and return its ReplayStrategy subclass."""
+    path = Path(path)
+    if not path.is_file():
+        raise StrategyError(f"strategy file not found: {path} (pass the path of a .py file, e.g. baselines/fifo_uniform.py)")
+    module_name = f"replaybench_strategy_{file_sha256(path)[:12]}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # pickling and dataclasses need the module to be importable by name
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise StrategyError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+    cls = getattr(module, "STRATEGY", None)
+    if cls is None:
+        found = [
+            obj
+            for obj in vars(module).values()
+            if inspect.isclass(obj) and issubclass(obj, ReplayStrategy) and obj is not ReplayStrategy
+            and obj.__module__ == module_name
+        ]
+        if len(found) != 1:
+            names = ", ".join(c.__name__ for c in found) or "none"
+            raise StrategyError(
+                f"{path} must define exactly one subclass of benchmark.ReplayStrategy "
+                f"(found: {names}); set STRATEGY = YourClass to choose one"
+            )
+        cls = found[0]
+    if not (inspect.isclass(cls) and issubclass(cls, ReplayStrategy)):
+        raise StrategyError(f"{path}: STRATEGY must be a subclass of benchmark.ReplayStrategy")
+    for method in ("add", "sample"):
+        if getattr(cls, method) is getattr(ReplayStrategy, method):
+            raise StrategyError(f"{path}: {cls.__name__} does not implement {method}(); see benchmark/strategy.py")
+    return cls
+
+
+def strategy_params(cls: type[ReplayStrategy]) -> dict:
+    """The hyperparameters a strategy accepts, with their defaults (None where there is none)."""
+    params = {}
+    for name, p in inspect.signature(cls.__init__).parameters.items():
+        if name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        params[name] = None if p.default is inspect.Parameter.empty else p.default
+    return params
+
+
+def build_strategy(path: str | Path, params: dict) -> ReplayStrategy:
+    cls = load_strategy_class(path)
+    accepted = strategy_params(cls)
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        raise StrategyError(
+            f"{cls.__name__} does not take {', '.join(unknown)}; its parameters are: {', '.join(accepted) or 'none'}"
+        )
+    try:
+        return cls(**params)
+    except Exception as exc:
+        raise StrategyError(f"{cls.__name__}({params}) failed: {type(exc).__name__}: {exc}") from exc

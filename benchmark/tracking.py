@@ -1,0 +1,133 @@
+"""MLflow records: one MLflow run per training run, the system of record for the scorer.
+
+Default store: a SQLite file under runs/ (embedded, no server). Set MLFLOW_TRACKING_URI to use
+another store, e.g. a shared `mlflow server`.
+
+Metrics reach MLflow in numbered flushes, one per evaluation checkpoint. Each flush ends with
+the metric `replaybench/flush` = its number, in the same batch, so a resumed run can ask MLflow
+which flushes already landed and never logs a value twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RUNS_DIR = Path(os.environ.get("REPLAYBENCH_RUNS_DIR") or REPO_ROOT / "runs")  # checkpoints and the default store
+FLUSH_KEY = "replaybench/flush"
+TAG = "replaybench."
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{RUNS_DIR / 'mlflow.db'}"
+
+
+def client():
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    uri = tracking_uri()
+    if uri.startswith("sqlite:///"):
+        Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    mlflow.set_tracking_uri(uri)
+    return MlflowClient(tracking_uri=uri)
+
+
+def experiment_id(mlflow_client, workload_name: str) -> str:
+    name = f"replaybench/{workload_name}"
+    exp = mlflow_client.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    location = None
+    if tracking_uri().startswith("sqlite:"):  # keep artifacts under runs/, not ./mlruns of the cwd
+        location = (RUNS_DIR / "artifacts" / workload_name).as_uri()
+    return mlflow_client.create_experiment(name, artifact_location=location)
+
+
+def code_version() -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                             timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "benchmark", "tasks", "workloads"],
+                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=5).stdout.strip()
+        return (sha or "unknown") + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+class RunRecorder:
+    """Writes one run; `run_id` reopens an existing run (resume)."""
+
+    def __init__(self, workload_name: str, run_name: str = "", tags: dict | None = None,
+                 params: dict | None = None, run_id: str | None = None):
+        from mlflow.entities import Param, RunTag
+
+        self.client = client()
+        if run_id is None:
+            run = self.client.create_run(experiment_id(self.client, workload_name), run_name=run_name,
+                                         tags={k: str(v) for k, v in (tags or {}).items()})
+            self.run_id = run.info.run_id
+            items = [Param(k, str(v)[:6000]) for k, v in flatten(params or {}).items()]
+            for i in range(0, len(items), 100):  # MLflow takes at most 100 params per batch
+                self.client.log_batch(self.run_id, params=items[i:i + 100])
+        else:
+            self.run_id = run_id
+            self.client.update_run(run_id, status="RUNNING")
+            self.client.log_batch(run_id, tags=[RunTag(f"{TAG}resumed", "true")])
+
+    def flushed(self) -> int:
+        history = self.client.get_metric_history(self.run_id, FLUSH_KEY)
+        return int(max((m.value for m in history), default=0))
+
+    def flush(self, index: int, metrics: list[tuple[str, float, int]]) -> None:
+        import time
+
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, v, now, step) for k, v, step in metrics]
+        items.append(Metric(FLUSH_KEY, float(index), now, index))
+        # one call per flush when it fits, so the marker lands together with the values
+        for i in range(0, len(items), 1000):
+            self.client.log_batch(self.run_id, metrics=items[i:i + 1000])
+
+    def set_tags(self, tags: dict) -> None:
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_text(self, text: str, name: str) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / name
+            path.write_text(text)
+            self.client.log_artifact(self.run_id, str(path))
+
+    def log_json(self, obj, name: str) -> None:
+        self.log_text(json.dumps(obj, indent=2, default=str) + "\n", name)
+
+    def finish(self, status: str = "FINISHED") -> None:
+        self.client.set_terminated(self.run_id, status=status)
+
+
+def find_runs(workload_name: str, filter_string: str = "") -> list:
+    """All MLflow runs of a workload, e.g. filter_string=\"tags.`replaybench.strategy` = 'fifo_uniform'\"."""
+    c = client()
+    exp = c.get_experiment_by_name(f"replaybench/{workload_name}")
+    if exp is None:
+        return []
+    return c.search_runs([exp.experiment_id], filter_string=filter_string, max_results=10_000)

@@ -1,0 +1,192 @@
+"""Workloads: everything a run pins (task, model, pipeline, GRPO, budget, evaluation, seeds).
+
+A workload is a YAML file in `workloads/`. `--set section.key=value` overrides one field for a
+quick try; strategy hyperparameters are set with `--set name=value` (see `split_overrides`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
+
+
+class WorkloadError(Exception):
+    """A workload that cannot be found or does not validate; the message names the fix."""
+
+
+@dataclass
+class ModelConfig:
+    source: str = "tiny"  # "tiny" = the CPU model from tiny_lm; otherwise a hub id or a local path
+    checkpoint: str = ""  # folder (relative to the repo) of the warm-started start checkpoint
+    alphabet: str = ""  # tiny only: the characters of the tokenizer
+    hidden_size: int = 192
+    num_layers: int = 3
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    max_positions: int = 64
+
+
+@dataclass
+class WarmStartConfig:
+    """Supervised warm start of the tiny model (answer-only loss), stopped inside a target band."""
+
+    seed: int = 0
+    lr: float = 1e-3
+    batch_size: int = 64
+    max_steps: int = 3000
+    eval_every: int = 25
+    eval_problems: int = 500
+    target_accuracy: float = 0.3  # stop at the first evaluation at or above this
+
+
+@dataclass
+class PipelineConfig:
+    devices: int = 8  # W + T
+    workers: int = 4
+    trainers: int = 4
+    sync_every: int = 1  # workers receive the trainers' weights every this many steps
+    mu: float = 5.28  # cost of generating a token / cost of training on it (Qwen2.5-7B in the paper)
+    max_rollouts_in_flight: int = 0  # unused by the virtual-time pipeline (reserved for real executors)
+
+
+@dataclass
+class GRPOConfig:
+    group_size: int = 8
+    batch_size: int = 64  # rollouts per trainer step
+    lr: float = 1e-4
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    eps_low: float = 0.2
+    eps_high: float = 0.2
+    aggregation: str = "token_mean"
+    temperature: float = 1.0  # sampling temperature of the training rollouts
+
+
+@dataclass
+class EvalConfig:
+    every: float = 10_000.0  # compute units between evaluations
+    num_problems: int = 500
+    temperature: float = 0.0  # pass@1; 0 = greedy (the paper uses 0.1)
+    pass_k: list[int] = field(default_factory=lambda: [1, 4])
+    pass_k_samples: int = 8  # n samples per problem at temperature 1.0 for pass@k
+    pass_k_problems: int = 100
+    num_logged_samples: int = 20  # eval completions kept as an artifact
+
+
+@dataclass
+class Workload:
+    name: str
+    task: str
+    version: str = "1"
+    description: str = ""
+    budget: float = 1_000_000.0  # compute units
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3])
+    strategy_defaults: dict = field(default_factory=dict)  # per-workload strategy hyperparameters
+    model: ModelConfig = field(default_factory=ModelConfig)
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def validate(self) -> None:
+        p, g = self.pipeline, self.grpo
+        problems = []
+        if p.workers < 1 or p.trainers < 1:
+            problems.append("pipeline.workers and pipeline.trainers must be at least 1")
+        if p.workers + p.trainers != p.devices:
+            problems.append(f"pipeline.workers + pipeline.trainers must equal pipeline.devices ({p.devices}); "
+                            f"got {p.workers} + {p.trainers}")
+        if g.batch_size < 1 or g.group_size < 1:
+            problems.append("grpo.batch_size and grpo.group_size must be positive")
+        if self.eval.every <= 0 or self.budget <= 0:
+            problems.append("budget and eval.every must be positive")
+        elif self.budget < self.eval.every:
+            problems.append(f"budget {self.budget:g} is smaller than one evaluation interval "
+                            f"(eval.every = {self.eval.every:g}): raise --budget")
+        if g.eps_low < 0 or g.eps_high < 0:
+            problems.append("grpo.eps_low and grpo.eps_high must be >= 0")
+        if problems:
+            raise WorkloadError(f"workload {self.name}: " + "; ".join(problems))
+
+
+SECTIONS = {"model": ModelConfig, "warm_start": WarmStartConfig, "pipeline": PipelineConfig,
+            "grpo": GRPOConfig, "eval": EvalConfig}
+
+
+def _build(cls, data: dict, where: str):
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise WorkloadError(f"{where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(names)}")
+    kwargs = dict(data)
+    if cls is Workload:
+        for key, section in SECTIONS.items():
+            if key in kwargs:
+                if not isinstance(kwargs[key], dict):
+                    raise WorkloadError(f"{where}.{key} must be a mapping")
+                kwargs[key] = _build(section, kwargs[key], f"{where}.{key}")
+    if "betas" in kwargs:
+        kwargs["betas"] = tuple(kwargs["betas"])
+    return cls(**kwargs)
+
+
+def workload_path(name_or_path: str) -> Path:
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml"):
+        if not path.is_file():
+            raise WorkloadError(f"workload file not found: {path}")
+        return path
+    path = WORKLOADS_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        raise WorkloadError(f"unknown workload {name_or_path!r}; known: {', '.join(list_workloads())} "
+                            f"(or pass the path of a workload .yaml file)")
+    return path
+
+
+def list_workloads() -> list[str]:
+    return sorted(p.stem for p in WORKLOADS_DIR.glob("*.yaml"))
+
+
+def parse_value(text: str):
+    """'64' -> 64, '1e-4' -> 0.0001, 'true' -> True, '[1, 2]' -> [1, 2]; anything else stays a string."""
+    value = yaml.safe_load(text)
+    if isinstance(value, str):
+        try:
+            return float(value)  # YAML reads '1e-4' as a string
+        except ValueError:
+            return value
+    return value
+
+
+def split_overrides(pairs: list[str]) -> tuple[dict, dict]:
+    """`--set` pairs -> (workload overrides by dotted key, strategy hyperparameters)."""
+    workload, strategy = {}, {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise WorkloadError(f"--set {pair!r}: use KEY=VALUE, e.g. --set buffer_size=64 or --set grpo.lr=1e-4")
+        key, text = pair.split("=", 1)
+        (workload if ("." in key or key == "budget") else strategy)[key.strip()] = parse_value(text)
+    return workload, strategy
+
+
+def load_workload(name_or_path: str, overrides: dict | None = None) -> Workload:
+    path = workload_path(name_or_path)
+    data = yaml.safe_load(path.read_text()) or {}
+    for dotted, value in (overrides or {}).items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    workload = _build(Workload, data, path.stem)
+    workload.validate()
+    return workload

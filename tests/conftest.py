@@ -1,0 +1,58 @@
+import pytest
+import torch
+
+from benchmark.tasks import load_task
+from benchmark.tiny_lm import build_char_tokenizer, build_tiny_model
+from benchmark.workload import load_workload
+
+torch.set_num_threads(1)  # the runs' default: reproducible, and fast on small shared machines
+
+
+@pytest.fixture(scope="session")
+def arith_task():
+    return load_task("arith_tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory, arith_task):
+    """A small random-init model saved like a real start checkpoint: fast, same code path."""
+    folder = tmp_path_factory.mktemp("tiny_checkpoint")
+    tokenizer = build_char_tokenizer("0123456789+=")
+    model = build_tiny_model(tokenizer, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, seed=0)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def isolated_runs(tmp_path, monkeypatch):
+    """MLflow store and checkpoints in a temp folder, never the repository's runs/."""
+    import benchmark.runner
+    import benchmark.tracking
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    monkeypatch.setattr(benchmark.tracking, "RUNS_DIR", runs)
+    monkeypatch.setattr(benchmark.runner, "RUNS_DIR", runs)
+    monkeypatch.setenv("REPLAYBENCH_RUNS_DIR", str(runs))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{runs / 'mlflow.db'}")
+    return runs
+
+
+def small_workload(checkpoint, **overrides):
+    return load_workload("arith-tiny", small_overrides(checkpoint, **overrides))
+
+
+def small_overrides(checkpoint, **overrides):
+    base = {
+        "model.checkpoint": str(checkpoint),
+        "budget": 60_000,
+        "eval.every": 20_000,
+        "eval.num_problems": 50,
+        "eval.pass_k_problems": 10,
+        "eval.pass_k_samples": 4,
+        "grpo.batch_size": 16,
+        "grpo.group_size": 4,
+    }
+    base.update(overrides)
+    return base

@@ -1,0 +1,90 @@
+import math
+
+import pytest
+import torch
+
+from benchmark.grpo import GRPOTrainer, LossConfig, clipped_policy_loss, group_advantages, pad_batch
+from benchmark.generation import HFEngine
+from benchmark.rollout import Rollout
+
+
+def test_group_advantages_are_normalised_within_the_group():
+    adv = group_advantages([1.0, 0.0, 0.0, 1.0])
+    assert sum(adv) == pytest.approx(0.0)
+    std = torch.tensor(adv).std().item()  # sample std, as computed
+    assert std == pytest.approx(1.0)
+    assert adv[0] > 0 > adv[1]
+
+
+def test_group_with_equal_rewards_gets_zero_advantage():
+    assert group_advantages([1.0, 1.0, 1.0]) == [0.0, 0.0, 0.0]
+    assert group_advantages([0.0] * 8) == [0.0] * 8
+
+
+def _rollouts_from(engine, prompts, n, temperature=1.0):
+    groups = engine.generate(prompts, n=n, temperature=temperature, max_new_tokens=5, seed=3)
+    rollouts = []
+    for g in groups:
+        for c in g:
+            i = len(rollouts)
+            rollouts.append(Rollout(i, 0, "p", c.prompt_ids, c.completion_ids, c.logprobs, 0.0, False,
+                                    1.0 if i % 2 else -1.0, 0, 0, 0.0))
+    return rollouts
+
+
+def test_on_policy_data_gives_ratio_one_and_no_clipping(tiny_checkpoint):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
+    tok = AutoTokenizer.from_pretrained(tiny_checkpoint, padding_side="left")
+    rollouts = _rollouts_from(HFEngine(model, tok), ["012+345=", "1+2="], n=6)
+    trainer = GRPOTrainer(model, tok.pad_token_id, lr=1e-3)
+    stats = trainer.step(rollouts)  # the first step's ratio is computed before the update
+    assert stats["ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+    assert stats["ratio_max"] == pytest.approx(1.0, abs=1e-4)
+    assert stats["clip_fraction"] == 0.0
+    assert math.isfinite(stats["grad_norm"]) and stats["grad_norm"] > 0
+
+
+def test_clipping_bites_only_beyond_the_epsilon_band():
+    cfg = LossConfig(eps_low=0.2, eps_high=0.3)
+    behaviour = torch.zeros(1, 4)
+    # ratios 1.5 (above 1+eps_high), 1.1 (inside), 0.5 (below 1-eps_low), 0.9 (inside)
+    logprobs = torch.log(torch.tensor([[1.5, 1.1, 0.5, 0.9]]))
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    _, pos = clipped_policy_loss(logprobs, behaviour, torch.tensor([1.0]), mask, cfg)
+    _, neg = clipped_policy_loss(logprobs, behaviour, torch.tensor([-1.0]), mask, cfg)
+    # positive advantage: only the ratio above 1+eps_high is clipped; negative: only the one below 1-eps_low
+    assert pos["clip_fraction"] == pytest.approx(0.25)
+    assert neg["clip_fraction"] == pytest.approx(0.25)
+    loss, _ = clipped_policy_loss(logprobs, behaviour, torch.tensor([1.0]), mask, cfg)
+    assert loss.item() == pytest.approx(-(1.3 + 1.1 + 0.5 + 0.9) / 4, rel=1e-5)
+
+
+def test_clip_higher_lets_ratio_rise_further():
+    logprobs = torch.log(torch.tensor([[1.25]]))
+    args = (torch.zeros(1, 1), torch.tensor([1.0]), torch.ones(1, 1, dtype=torch.bool))
+    sym, _ = clipped_policy_loss(logprobs, *args, LossConfig(0.2, 0.2))
+    higher, _ = clipped_policy_loss(logprobs, *args, LossConfig(0.2, 0.28))
+    assert sym.item() == pytest.approx(-1.2) and higher.item() == pytest.approx(-1.25)
+
+
+def test_token_mean_and_sequence_mean_differ_on_unequal_lengths():
+    logprobs = torch.zeros(2, 4)
+    behaviour = torch.zeros(2, 4)
+    mask = torch.tensor([[1, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.bool)
+    adv = torch.tensor([1.0, -1.0])
+    token, _ = clipped_policy_loss(logprobs, behaviour, adv, mask, LossConfig(aggregation="token_mean"))
+    seq, _ = clipped_policy_loss(logprobs, behaviour, adv, mask, LossConfig(aggregation="sequence_mean"))
+    assert token.item() == pytest.approx((-1 + 4) / 5)  # long sequence dominates
+    assert seq.item() == pytest.approx(0.0)  # each sequence weighs the same
+
+
+def test_pad_batch_marks_only_completion_tokens():
+    r = Rollout(0, 0, "p", (5, 6, 7), (8, 2), (-0.5, -0.25), 1.0, True, 0.0, 0, 0, 0.0)
+    s = Rollout(1, 0, "p", (5,), (9,), (-1.0,), 0.0, False, 0.0, 0, 0, 0.0)
+    ids, attention, completion, behaviour = pad_batch([r, s], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7, 8, 2], [5, 9, 0, 0, 0]]
+    assert completion.tolist() == [[False, False, False, True, True], [False, True, False, False, False]]
+    assert behaviour[0, 3:].tolist() == [-0.5, -0.25]
+    assert attention.sum().item() == 7

@@ -1,0 +1,77 @@
+from pathlib import Path
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from benchmark.pipeline import Pipeline
+from benchmark.strategy import build_strategy
+from conftest import small_workload
+
+BASELINES = Path(__file__).resolve().parent.parent / "baselines"
+
+
+def make_pipeline(checkpoint, task, strategy, params, seed=0, **overrides):
+    w = small_workload(checkpoint, **overrides)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    tok = AutoTokenizer.from_pretrained(checkpoint, padding_side="left")
+    p = Pipeline(w, task, model, tok, build_strategy(BASELINES / f"{strategy}.py", params), seed)
+    p.start()
+    return p
+
+
+def test_replay_ratio_matches_mu_T_over_W_and_compute_is_devices_times_time(tiny_checkpoint, arith_task):
+    # A buffer that never starves the trainers: steady state replays mu*T/W times per rollout.
+    p = make_pipeline(tiny_checkpoint, arith_task, "fifo_uniform", {"buffer_size": 64}, budget=400_000,
+                      **{"pipeline.workers": 5, "pipeline.trainers": 3, "eval.every": 400_000,
+                         "eval.num_problems": 10, "eval.pass_k_problems": 0})
+    p.run()
+    s = p.summary()
+    expected = 5.28 * 3 / 5
+    assert s["trainer_steps"] > 150
+    assert s["replay_ratio"] == pytest.approx(expected, rel=0.05)
+    assert s["compute_used"] == pytest.approx(8 * s["virtual_time"])
+    assert s["compute_used"] == pytest.approx(400_000)
+    assert s["trainer_idle_fraction"] < 0.05
+
+
+def test_on_policy_uses_every_trained_rollout_once(tiny_checkpoint, arith_task):
+    p = make_pipeline(tiny_checkpoint, arith_task, "on_policy", {"buffer_size": 32})
+    p.run()
+    s = p.summary()
+    assert s["trainer_steps"] > 5
+    assert s["max_uses_of_a_rollout"] == 1
+    assert s["replay_ratio"] <= 1.0
+    assert len(s["eval_curve"]) == 4  # compute 0, 20k, 40k, 60k
+    assert [e["compute"] for e in s["eval_curve"]] == [0, 20_000, 40_000, 60_000]
+
+
+def test_same_seed_same_run_and_other_seed_differs(tiny_checkpoint, arith_task):
+    runs = []
+    for seed in (0, 0, 1):
+        p = make_pipeline(tiny_checkpoint, arith_task, "fifo_uniform", {"buffer_size": 32}, seed=seed)
+        p.run()
+        runs.append((p.eval_history, [m for m in p.pending_metrics]))
+    assert runs[0] == runs[1]
+    assert runs[0] != runs[2]
+
+
+def test_checkpoint_round_trip_continues_identically(tiny_checkpoint, arith_task, tmp_path):
+    straight = make_pipeline(tiny_checkpoint, arith_task, "fifo_uniform", {"buffer_size": 32})
+    straight.run()
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_second(p):
+        if p.evals_done == 2:
+            p.save(tmp_path / "state.pt")
+            raise Stop
+
+    first = make_pipeline(tiny_checkpoint, arith_task, "fifo_uniform", {"buffer_size": 32})
+    with pytest.raises(Stop):
+        first.run(on_checkpoint=stop_at_second)
+    resumed = make_pipeline(tiny_checkpoint, arith_task, "fifo_uniform", {"buffer_size": 32})
+    resumed.load(tmp_path / "state.pt")
+    resumed.run()
+    assert resumed.eval_history == straight.eval_history
+    assert resumed.trainer_step == straight.trainer_step

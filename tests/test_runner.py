@@ -1,0 +1,97 @@
+"""Runs end to end through the runner and MLflow: reproducibility, kill and resume, one record per run."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmark.runner import RunSpec, run
+from benchmark.tracking import client, find_runs
+from conftest import small_overrides, small_workload
+
+REPO = Path(__file__).resolve().parent.parent
+FIFO = REPO / "baselines" / "fifo_uniform.py"
+
+
+def metric_histories(run_id):
+    c = client()
+    keys = sorted(k for k in c.get_run(run_id).data.metrics if not k.startswith("wall/"))
+    return {k: sorted((m.step, m.value) for m in c.get_metric_history(run_id, k)) for k in keys}
+
+
+def comparable(summary):
+    return {k: v for k, v in summary.items() if k not in ("wall_seconds", "mlflow_run_id")}
+
+
+def test_same_seed_and_config_give_identical_metrics_in_mlflow(tiny_checkpoint, isolated_runs):
+    spec = RunSpec(small_workload(tiny_checkpoint), FIFO, {"buffer_size": 32}, seed=0)
+    a, b = run(spec), run(spec)
+    assert a["mlflow_run_id"] != b["mlflow_run_id"]
+    ha, hb = metric_histories(a["mlflow_run_id"]), metric_histories(b["mlflow_run_id"])
+    assert "eval/accuracy" in ha and "train/loss" in ha and "train/replay_ratio" in ha
+    assert ha == hb
+    assert comparable(a) == comparable(b)
+    runs = find_runs("arith-tiny", f"tags.`replaybench.group` = '{spec.group_key()}'")
+    assert len(runs) == 2 and {r.data.tags["replaybench.status"] for r in runs} == {"finished"}
+    artifacts = {f.path for f in client().list_artifacts(a["mlflow_run_id"])}
+    assert {"summary.json", "config.json", "fifo_uniform.py", "eval_samples.json"} <= artifacts
+
+
+def _cli(args, env):
+    return [sys.executable, "-m", "benchmark.cli", "run", "--strategy", str(FIFO), "--seed", "0", *args]
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_ends_like_an_uninterrupted_run(tiny_checkpoint, isolated_runs, tmp_path):
+    overrides = small_overrides(tiny_checkpoint, budget=400_000)
+    sets = [f"--set={k}={v}" for k, v in overrides.items()] + ["--set=buffer_size=32"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+    straight_json = tmp_path / "straight.json"
+    subprocess.run(_cli([*sets, "--summary-json", str(straight_json)], env), env=env, cwd=REPO, check=True,
+                   capture_output=True, timeout=600)
+
+    proc = subprocess.Popen(_cli(sets, env), env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    ckpt_dirs = isolated_runs / "checkpoints"
+    saves, last_mtime, deadline = 0, None, time.time() + 300
+    while saves < 3 and time.time() < deadline and proc.poll() is None:
+        states = list(ckpt_dirs.glob("*/state.pt")) if ckpt_dirs.exists() else []
+        if states:
+            try:
+                mtime = states[0].stat().st_mtime_ns
+            except FileNotFoundError:
+                continue
+            if mtime != last_mtime:
+                saves, last_mtime = saves + 1, mtime
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be killed: raise its budget"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+    resumed_json = tmp_path / "resumed.json"
+    done = subprocess.run(_cli([*sets, "--resume", "--summary-json", str(resumed_json)], env), env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    straight, resumed = json.loads(straight_json.read_text()), json.loads(resumed_json.read_text())
+    assert comparable(resumed) == comparable(straight)
+
+    runs = find_runs("arith-tiny", f"tags.`replaybench.group` = '{straight['group']}'")
+    assert len(runs) == 2  # the uninterrupted one and the resumed one: no extra record
+    resumed_run = client().get_run(resumed["mlflow_run_id"])
+    assert resumed_run.info.status == "FINISHED" and resumed_run.data.tags["replaybench.resumed"] == "true"
+    hr, hs = metric_histories(resumed["mlflow_run_id"]), metric_histories(straight["mlflow_run_id"])
+    assert hr == hs
+
+
+def test_resume_without_checkpoint_says_what_to_do(tiny_checkpoint, isolated_runs):
+    from benchmark.runner import RunError
+
+    spec = RunSpec(small_workload(tiny_checkpoint), FIFO, {"buffer_size": 32}, seed=5)
+    with pytest.raises(RunError, match="run without --resume"):
+        run(spec, resume=True)

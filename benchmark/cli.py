@@ -7,6 +7,7 @@ import statistics
 import sys
 from pathlib import Path
 
+import yaml
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -18,7 +19,6 @@ from benchmark.tasks import TaskError
 from benchmark.workload import WorkloadError, list_workloads, load_workload, split_overrides
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-BASELINES = ["on_policy", "fifo_uniform"]
 USER_ERRORS = (WorkloadError, StrategyError, TaskError, PolicyError, RunError)
 console = Console(stderr=True)
 
@@ -67,16 +67,32 @@ def _iqr(values):
     return q[2] - q[0]
 
 
+def load_baselines() -> dict:
+    """baselines/baselines.yaml: name -> strategy file, its (W, T) and hyperparameters."""
+    return yaml.safe_load((REPO_ROOT / "baselines" / "baselines.yaml").read_text())
+
+
 def cmd_baselines(args) -> int:
-    workload, strategy_params = _workload(args)
-    seeds = args.seeds if args.seeds is not None else workload.seeds
+    registry = load_baselines()
+    names = args.strategies or list(registry)
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        raise WorkloadError(f"unknown baseline(s) {', '.join(unknown)}; known: {', '.join(registry)}")
     results = {}
-    for name in args.strategies or BASELINES:
-        path = REPO_ROOT / "baselines" / f"{name}.py"
-        for seed in seeds:
-            spec = RunSpec(workload, path, strategy_params, seed)
-            results.setdefault(name, []).append(_run_with_progress(spec, label=f"{name} seed {seed}"))
-    print_ranking(workload.name, results)
+    for name in names:
+        entry = registry[name]
+        overrides, strategy_params = split_overrides(args.set or [])
+        overrides["pipeline.workers"] = args.workers or entry["workers"]
+        overrides["pipeline.trainers"] = args.trainers or entry["trainers"]
+        if args.budget is not None:
+            overrides["budget"] = args.budget
+        workload = load_workload(args.workload, overrides)
+        params = {**entry.get("params", {}), **strategy_params}
+        for seed in args.seeds if args.seeds is not None else workload.seeds:
+            spec = RunSpec(workload, REPO_ROOT / "baselines" / entry["strategy"], params, seed)
+            label = f"{name} (W,T)=({workload.pipeline.workers},{workload.pipeline.trainers}) seed {seed}"
+            results.setdefault(name, []).append(_run_with_progress(spec, label=label))
+    print_ranking(args.workload, results)
     return 0
 
 
@@ -156,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("baselines", help="all reference baselines x seeds, then a ranked table")
     common(p)
     p.add_argument("--seeds", type=int, nargs="+", help="default: the workload's seeds")
-    p.add_argument("--strategies", nargs="+", help=f"baseline names (default: {' '.join(BASELINES)})")
+    p.add_argument("--strategies", nargs="+", help="baseline names from baselines/baselines.yaml (default: all)")
     p.set_defaults(func=cmd_baselines)
 
     p = sub.add_parser("workloads", help="list the workloads")

@@ -16,9 +16,9 @@ import torch
 
 from benchmark.pipeline import Pipeline
 from benchmark.policy import load_start_policy
-from benchmark.strategy import build_strategy, file_sha256
+from benchmark.strategy import build_strategy, file_sha256, load_strategy_class
 from benchmark.tasks import load_task
-from benchmark.tracking import RUNS_DIR, TAG, RunRecorder, code_version
+from benchmark.tracking import REPO_ROOT, RUNS_DIR, TAG, RunRecorder, code_version
 from benchmark.workload import Workload
 
 
@@ -33,14 +33,20 @@ class RunSpec:
     strategy_params: dict
     seed: int
 
+    def __post_init__(self):
+        self.strategy_path = Path(self.strategy_path)
+        load_strategy_class(self.strategy_path)  # fail before any model is loaded, with a clear message
+
     @property
     def strategy_name(self) -> str:
         return self.strategy_path.stem
 
     def resolved_config(self) -> dict:
         params = {**self.workload.strategy_defaults, **self.strategy_params}
+        path = self.strategy_path.resolve()
+        shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
         return {"workload": self.workload.to_dict(),
-                "strategy": {"name": self.strategy_name, "path": str(self.strategy_path),
+                "strategy": {"name": self.strategy_name, "path": str(shown),
                              "sha256": file_sha256(self.strategy_path), "params": params},
                 "seed": self.seed}
 
@@ -69,10 +75,10 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
     """
     _set_threads()
     w = spec.workload
-    task = load_task(w.task)
-    model, tokenizer, start_info = load_start_policy(w)
     config = spec.resolved_config()
     strategy = build_strategy(spec.strategy_path, config["strategy"]["params"])
+    task = load_task(w.task)
+    model, tokenizer, start_info = load_start_policy(w)
     pipeline = Pipeline(w, task, model, tokenizer, strategy, spec.seed)
 
     ckpt_dir = RUNS_DIR / "checkpoints" / spec.run_key()

@@ -1,0 +1,43 @@
+import pytest
+
+from benchmark.workload import WorkloadError, list_workloads, load_workload, parse_value, split_overrides
+
+
+def test_every_shipped_workload_validates():
+    assert "arith-tiny" in list_workloads()
+    for name in list_workloads():
+        load_workload(name)
+
+
+def test_overrides_reach_the_right_field():
+    w = load_workload("arith-tiny", {"grpo.lr": 3e-4, "pipeline.workers": 5, "pipeline.trainers": 3, "budget": 1e5})
+    assert (w.grpo.lr, w.pipeline.workers, w.pipeline.trainers, w.budget) == (3e-4, 5, 3, 1e5)
+
+
+def test_workers_plus_trainers_must_fill_the_devices():
+    with pytest.raises(WorkloadError, match="must equal pipeline.devices"):
+        load_workload("arith-tiny", {"pipeline.workers": 5})
+
+
+def test_unknown_field_is_named():
+    with pytest.raises(WorkloadError, match="unknown field.*lrr"):
+        load_workload("arith-tiny", {"grpo.lrr": 1.0})
+
+
+def test_budget_smaller_than_one_eval_interval_is_refused():
+    with pytest.raises(WorkloadError, match="raise --budget"):
+        load_workload("arith-tiny", {"budget": 10})
+
+
+def test_unknown_workload_lists_known_ones():
+    with pytest.raises(WorkloadError, match="known: .*arith-tiny"):
+        load_workload("no-such-workload")
+
+
+def test_set_pairs_split_between_workload_and_strategy():
+    workload, strategy = split_overrides(["buffer_size=64", "grpo.lr=1e-4", "budget=5000"])
+    assert strategy == {"buffer_size": 64}
+    assert workload == {"grpo.lr": 1e-4, "budget": 5000}
+    assert parse_value("[1, 2]") == [1, 2] and parse_value("true") is True and parse_value("abc") == "abc"
+    with pytest.raises(WorkloadError, match="KEY=VALUE"):
+        split_overrides(["oops"])

@@ -141,7 +141,8 @@ def cmd_warmstart(args) -> int:
 
     workload, _ = _workload(args)
     if workload.model.source != "tiny":
-        raise WorkloadError(f"workload {workload.name} uses model {workload.model.source}; warmstart builds tiny models only")
+        raise WorkloadError(f"workload {workload.name} uses model {workload.model.source}; "
+                            "warmstart builds tiny models only")
     out = Path(args.out) if args.out else checkpoint_dir(workload)
     info = warm_start(workload, load_task(workload.task), out, log=console.print)
     console.print(f"start checkpoint written to {out}: greedy accuracy {info['greedy_accuracy']:.3f} after "

@@ -235,7 +235,8 @@ class Pipeline:
         for r in batch:
             own = self.known.get(getattr(r, "rollout_id", None))
             if own is None or own != r:
-                raise StrategyError("sample() returned a rollout the engine did not hand to the strategy (or altered it)")
+                raise StrategyError("sample() returned a rollout the engine did not hand to the strategy "
+                                    "(or altered it)")
             checked.append(own)
         return checked
 

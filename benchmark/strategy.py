@@ -80,7 +80,8 @@ def load_strategy_class(path: str | Path) -> type[ReplayStrategy]:
     """Import a strategy file by path and return its ReplayStrategy subclass."""
     path = Path(path)
     if not path.is_file():
-        raise StrategyError(f"strategy file not found: {path} (pass the path of a .py file, e.g. baselines/fifo_uniform.py)")
+        raise StrategyError(f"strategy file not found: {path} "
+                            "(pass the path of a .py file, e.g. baselines/fifo_uniform.py)")
     module_name = f"replaybench_strategy_{file_sha256(path)[:12]}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)

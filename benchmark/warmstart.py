@@ -55,7 +55,8 @@ def warm_start(workload: Workload, task: Task, out_dir: Path, log=print) -> dict
     start, accuracy, step = time.time(), 0.0, 0
     for step in range(1, cfg.max_steps + 1):
         model.train()
-        ids, attention, loss_mask = _sft_batch(tokenizer, [train[i] for i in rng.integers(len(train), size=cfg.batch_size)], task)
+        batch = [train[i] for i in rng.integers(len(train), size=cfg.batch_size)]
+        ids, attention, loss_mask = _sft_batch(tokenizer, batch, task)
         logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
         token_loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none")
         loss = (token_loss * loss_mask[:, 1:].reshape(-1)).sum() / loss_mask[:, 1:].sum()

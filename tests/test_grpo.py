@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
-from benchmark.grpo import GRPOTrainer, LossConfig, clipped_policy_loss, group_advantages, pad_batch
 from benchmark.generation import HFEngine
+from benchmark.grpo import GRPOTrainer, LossConfig, clipped_policy_loss, group_advantages, pad_batch
 from benchmark.rollout import Rollout
 
 

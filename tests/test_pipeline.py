@@ -1,11 +1,11 @@
 from pathlib import Path
 
 import pytest
+from conftest import small_workload
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from benchmark.pipeline import Pipeline
 from benchmark.strategy import build_strategy
-from conftest import small_workload
 
 BASELINES = Path(__file__).resolve().parent.parent / "baselines"
 

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import small_overrides, small_workload
 
 from benchmark.runner import RunSpec, run
 from benchmark.tracking import client, find_runs
-from conftest import small_overrides, small_workload
 
 REPO = Path(__file__).resolve().parent.parent
 FIFO = REPO / "baselines" / "fifo_uniform.py"

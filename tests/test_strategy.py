@@ -66,7 +66,8 @@ def test_file_without_a_strategy_is_rejected(tmp_path):
 
 def test_strategy_without_sample_is_rejected(tmp_path):
     path = tmp_path / "half.py"
-    path.write_text("from benchmark import ReplayStrategy\nclass Half(ReplayStrategy):\n    def add(self, r, c): pass\n")
+    path.write_text("from benchmark import ReplayStrategy\n"
+                    "class Half(ReplayStrategy):\n    def add(self, r, c): pass\n")
     with pytest.raises(StrategyError, match="does not implement sample"):
         load_strategy_class(path)
 

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from benchmark.policy import PolicyError
-from benchmark.runner import RunError, RunSpec, run
+from benchmark.runner import RunError, RunSpec, run, set_threads
 from benchmark.strategy import StrategyError
 from benchmark.tasks import TaskError
 from benchmark.workload import WorkloadError, list_workloads, load_workload, split_overrides
@@ -140,6 +140,7 @@ def cmd_warmstart(args) -> int:
     from benchmark.warmstart import warm_start
 
     workload, _ = _workload(args)
+    set_threads()
     if workload.model.source != "tiny":
         raise WorkloadError(f"workload {workload.name} uses model {workload.model.source}; "
                             "warmstart builds tiny models only")
@@ -147,6 +148,19 @@ def cmd_warmstart(args) -> int:
     info = warm_start(workload, load_task(workload.task), out, log=console.print)
     console.print(f"start checkpoint written to {out}: greedy accuracy {info['greedy_accuracy']:.3f} after "
                   f"{info['steps']} steps, sha256 {info['weights_sha256'][:16]}")
+    return 0
+
+
+def cmd_grade(args) -> int:
+    from benchmark.grading import GradingError, grade_file
+
+    try:
+        s = grade_file(args.task, args.file, args.out, timeout=args.timeout, workers=args.workers)
+    except (GradingError, OSError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return 2
+    console.print(f"graded {s['graded']}: {s['correct']} correct, {s['timeouts']} timed out"
+                  + (f"; verdicts in {args.out}" if args.out else ""))
     return 0
 
 
@@ -184,6 +198,14 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.add_argument("--out", help="output folder (default: the workload's model.checkpoint)")
     p.set_defaults(func=cmd_warmstart)
+
+    p = sub.add_parser("grade", help='grade lines of {"gold": ..., "completion": ...} with a task\'s verifier')
+    p.add_argument("--task", required=True, help="task name, e.g. math500")
+    p.add_argument("file", type=Path, help="input .jsonl")
+    p.add_argument("--out", type=Path, help="output .jsonl, one verdict per line (default: stdout)")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds per item; past it, graded incorrect")
+    p.add_argument("--workers", type=int, default=2, help="grading processes")
+    p.set_defaults(func=cmd_grade)
     return parser
 
 

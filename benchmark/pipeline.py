@@ -96,6 +96,7 @@ class Pipeline:
         self.worker_started: dict[int, float] = {}
         self.rollouts_generated = 0
         self.samples_trained = 0
+        self.staleness_total = 0  # sum over trained samples of (trainer version - rollout version)
         self.known: dict[int, Rollout] = {}  # every rollout handed to the strategy, by id
         self.use_count: dict[int, int] = {}
         self.last_used_step: dict[int, int] = {}
@@ -253,6 +254,7 @@ class Pipeline:
             self.last_used_step[r.rollout_id] = self.trainer_step
         self.trainer_step += 1
         self.samples_trained += len(batch)
+        self.staleness_total += sum(staleness)
         self.trainer_busy = False
         stats.update(
             offpolicy_mean=float(np.mean(staleness)), offpolicy_median=float(np.median(staleness)),
@@ -316,6 +318,7 @@ class Pipeline:
             "rollouts_generated": self.rollouts_generated,
             "samples_trained": self.samples_trained,
             "replay_ratio": self.samples_trained / max(self.rollouts_generated, 1),
+            "offpolicy_mean": self.staleness_total / max(self.samples_trained, 1),
             "rollouts_never_used_fraction": 1 - len(used) / max(self.rollouts_generated, 1),
             "max_uses_of_a_rollout": max(used, default=0),
             "median_uses_of_used_rollouts": statistics.median(used) if used else 0,

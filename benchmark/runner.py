@@ -60,7 +60,7 @@ class RunSpec:
         return f"{self.workload.name}-{self.strategy_name}-{self.group_key()}-seed{self.seed}"
 
 
-def _set_threads() -> None:
+def set_threads() -> None:
     # A fixed thread count keeps CPU kernels' reduction order, hence the metrics, reproducible
     # on one machine. Tiny models gain little from more threads, and oversubscribed cores lose a lot.
     torch.set_num_threads(int(os.environ.get("REPLAYBENCH_THREADS", "1")))
@@ -73,7 +73,7 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
     stop_after_evals: stop (without finishing the MLflow run) after that many evaluations; for tests
     of interruption and resume.
     """
-    _set_threads()
+    set_threads()
     w = spec.workload
     config = spec.resolved_config()
     strategy = build_strategy(spec.strategy_path, config["strategy"]["params"])

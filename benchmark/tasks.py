@@ -3,19 +3,31 @@
 One definition serves RL training (training split, prompt, reward) and evaluation (test split,
 the same prompt and scoring): the reward of a completion is the task's `process_results` metric.
 `!function utils.f` tags resolve to functions in the `utils.py` beside the YAML, as in lm-eval.
+
+Where a split's documents come from, first match wins:
+1. `metadata.data_path` (a path, or {split: path}; `load_task(..., data_path=...)` replaces it): a local
+   .jsonl/.parquet file, or a folder read by `datasets.load_dataset(folder, name=dataset_name)` (e.g. a
+   snapshot of a hub data set). Relative paths are relative to the task folder.
+2. `dataset_path: json`: the file `dataset_kwargs.data_files[split]`, relative to the task folder.
+3. any other `dataset_path` is a hub id: `datasets.load_dataset(dataset_path, name=dataset_name, split=split)`.
+   An unreachable hub fails at once with a TaskError that names the fix (a local data_path).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import socket
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlparse
 
 import yaml
 
 TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
+HUB_PROBE_TIMEOUT = 3.0  # seconds to wait for a connection to the Hugging Face Hub before giving up
 
 
 class TaskError(Exception):
@@ -48,14 +60,69 @@ class Task:
         return float(self.process_results(doc, [completion])[self.metric])
 
     def _load_split(self, split: str) -> list[dict]:
-        files = self.config.get("dataset_kwargs", {}).get("data_files", {})
-        if split not in files:
-            raise TaskError(f"task {self.name}: no data file for split {split!r} in dataset_kwargs.data_files")
-        path = self.folder / files[split]
-        if not path.is_file():
+        data_path = (self.config.get("metadata") or {}).get("data_path")
+        local = data_path.get(split) if isinstance(data_path, dict) else data_path
+        if not local and self.config.get("dataset_path", "json") == "json":
+            files = self.config.get("dataset_kwargs", {}).get("data_files", {})
+            if split not in files:
+                raise TaskError(f"task {self.name}: no data file for split {split!r} in dataset_kwargs.data_files")
+            local = files[split]
+        if not local:
+            return _load_hub(self.name, self.config["dataset_path"], self.config.get("dataset_name"), split)
+        path = self.folder / local
+        if not path.exists():
             raise TaskError(f"task {self.name}: data file {path} is missing (re-clone, or regenerate it)")
+        if path.is_dir():
+            return _load_with_datasets(self.name, str(path), self.config.get("dataset_name"), split)
+        if path.suffix == ".parquet":
+            import pyarrow.parquet
+
+            return pyarrow.parquet.read_table(path).to_pylist()
         with path.open() as f:
             return [json.loads(line) for line in f if line.strip()]
+
+
+def _hub_reachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT) -> bool:
+    """Can we open a connection to the hub within `timeout` (name lookup included)?"""
+    url = urlparse(endpoint)
+    reached = []
+
+    def probe():
+        try:
+            socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)),
+                                     timeout=timeout).close()
+            reached.append(True)
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(reached)
+
+
+def _load_hub(task: str, hub_id: str, config: str | None, split: str) -> list[dict]:
+    from huggingface_hub import constants
+
+    if not constants.HF_HUB_OFFLINE and not _hub_reachable(constants.ENDPOINT):
+        # datasets would retry for ~25 s before failing
+        raise TaskError(
+            f"task {task}: cannot reach the Hugging Face Hub ({constants.ENDPOINT}) to load {hub_id} "
+            f"(config {config}, split {split}). Fix: use a local copy, a .jsonl/.parquet file or a folder, as "
+            f"metadata.data_path in tasks/{task}/{task}.yaml or load_task({task!r}, data_path=...); "
+            "or set HF_HUB_OFFLINE=1 to use a copy in the Hugging Face cache")
+    return _load_with_datasets(task, hub_id, config, split)
+
+
+def _load_with_datasets(task: str, path: str, config: str | None, split: str) -> list[dict]:
+    import datasets
+
+    try:
+        return datasets.load_dataset(path, name=config, split=split).to_list()
+    except Exception as exc:
+        raise TaskError(f"task {task}: cannot load split {split!r} of {path} (config {config}): {exc}. "
+                        f"Fix: give this split a local .jsonl/.parquet file or folder as metadata.data_path "
+                        f"in tasks/{task}/{task}.yaml or load_task({task!r}, data_path=...)") from exc
 
 
 def _task_yaml_loader(folder: Path):
@@ -79,7 +146,13 @@ def _task_yaml_loader(folder: Path):
     return Loader
 
 
-def load_task(name: str, tasks_dir: Path = TASKS_DIR) -> Task:
+def _absolute(path):
+    return str(Path(path).resolve()) if path else None
+
+
+def load_task(name: str, tasks_dir: Path = TASKS_DIR, data_path: str | dict | None = None) -> Task:
+    """The task `name`; `data_path` (a path, or {split: path or None for the YAML's source}, relative to the
+    working directory) replaces the YAML's metadata.data_path."""
     folder = tasks_dir / name
     path = folder / f"{name}.yaml"
     if not path.is_file():
@@ -87,6 +160,10 @@ def load_task(name: str, tasks_dir: Path = TASKS_DIR) -> Task:
         raise TaskError(f"unknown task {name!r}: no {path}; known tasks: {', '.join(known)}")
     config = yaml.load(path.read_text(), Loader=_task_yaml_loader(folder))
     metric = config["metric_list"][0]["metric"]
+    if isinstance(data_path, dict):
+        config.setdefault("metadata", {})["data_path"] = {k: _absolute(p) for k, p in data_path.items()}
+    elif data_path is not None:
+        config.setdefault("metadata", {})["data_path"] = _absolute(data_path)
     return Task(
         name=config["task"],
         version=str(config.get("metadata", {}).get("version", "0")),

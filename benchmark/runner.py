@@ -125,6 +125,12 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
         recorder.finish("FAILED")
         raise
 
+    if pipeline.trainer_step == 0:
+        reason = (f"the budget ({w.budget:,.0f} units) ended before the first trainer step "
+                  f"(compute used when it ended: {pipeline.compute_used:,.0f}): raise --budget")
+        recorder.set_tags({f"{TAG}status": f"failed: {reason}"})
+        recorder.finish("FAILED")
+        raise RunError(reason)
     summary = pipeline.summary()
     summary.update(config=config, start_checkpoint=start_info, mlflow_run_id=recorder.run_id,
                    group=spec.group_key(), strategy=spec.strategy_name, workload=w.name, seed=spec.seed)

@@ -151,8 +151,8 @@ def _absolute(path):
 
 
 def load_task(name: str, tasks_dir: Path = TASKS_DIR, data_path: str | dict | None = None) -> Task:
-    """The task `name`; `data_path` (a path, or {split: path or None for the YAML's source}, relative to the
-    working directory) replaces the YAML's metadata.data_path."""
+    """The task `name`. `data_path` overrides the YAML's metadata.data_path: a path for every split, or
+    {split: path, or None for the YAML's dataset_path}; relative to the working directory."""
     folder = tasks_dir / name
     path = folder / f"{name}.yaml"
     if not path.is_file():
@@ -160,10 +160,13 @@ def load_task(name: str, tasks_dir: Path = TASKS_DIR, data_path: str | dict | No
         raise TaskError(f"unknown task {name!r}: no {path}; known tasks: {', '.join(known)}")
     config = yaml.load(path.read_text(), Loader=_task_yaml_loader(folder))
     metric = config["metric_list"][0]["metric"]
-    if isinstance(data_path, dict):
-        config.setdefault("metadata", {})["data_path"] = {k: _absolute(p) for k, p in data_path.items()}
+    metadata = config.setdefault("metadata", {})
+    if isinstance(data_path, dict):  # per split, over the YAML's
+        base = metadata.get("data_path")
+        metadata["data_path"] = {**(base if isinstance(base, dict) else {}),
+                                 **{split: _absolute(p) for split, p in data_path.items()}}
     elif data_path is not None:
-        config.setdefault("metadata", {})["data_path"] = _absolute(data_path)
+        metadata["data_path"] = _absolute(data_path)
     return Task(
         name=config["task"],
         version=str(config.get("metadata", {}).get("version", "0")),

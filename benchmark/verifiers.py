@@ -1,29 +1,38 @@
 """The math verifier: math-verify on the last \\boxed{} of a completion, under a time limit.
 
-math-verify's own time limits use signal.alarm, which only works on the main thread. We switch them
-off (`parsing_timeout=None`, `timeout_seconds=None`) and enforce our own limit instead:
+math-verify's own time limits use signal.alarm, which only works on the main thread, and sympy can
+spend minutes in C code that holds the GIL (it computes `10^{10^{10}}` exactly), which no thread
+can interrupt. So math-verify runs with its limits off (`parsing_timeout=None`,
+`timeout_seconds=None`) in worker processes, and the caller enforces the limit:
 
-- `grade(gold, completion)` runs math-verify in a daemon thread and returns a "timeout" verdict when
-  the limit passes. It works from any thread and never blocks much longer than the limit, as long as
-  math-verify stays in Python code (sympy does); the stuck thread is then interrupted.
-- `grade_many(pairs)` grades in a process pool with the same per-item limit; a worker stuck in C
-  code past the limit is killed, and the pool replaced, so it cannot hang the batch.
+- `grade(gold, completion, timeout)` sends the pair to an idle worker process (started on first use,
+  then reused) and waits at most `timeout` seconds for the verdict. A worker that overruns is killed
+  and the pair graded incorrect with reason "timeout". Safe from any thread.
+- `grade_many(pairs, timeout, workers)` grades a batch on a pool of `workers` such processes with the
+  same per-pair limit; a stuck worker is killed and replaced, so it never holds up the rest.
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import multiprocessing
+import os
+import queue
 import re
-import threading
-import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from math_verify import parse, verify
 
 DEFAULT_TIMEOUT = 5.0  # seconds per (gold, completion) pair
+STARTUP_TIMEOUT = 120.0  # seconds for a new worker process to import math-verify (not part of any pair's limit)
+
+# Workers import this package even where it is on sys.path but not installed.
+_WORKER_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    p for p in (str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")) if p)}
 
 # Reasons a verdict gives.
 CORRECT, WRONG, NO_ANSWER, NO_GOLD, TIMEOUT, ERROR = "correct", "wrong", "no_answer", "no_gold", "timeout", "error"
@@ -32,16 +41,11 @@ CORRECT, WRONG, NO_ANSWER, NO_GOLD, TIMEOUT, ERROR = "correct", "wrong", "no_ans
 @dataclass(frozen=True)
 class Verdict:
     correct: bool
-    extracted: str | None  # the answer taken from the completion (last \boxed{} content), if any
+    extracted: str | None  # the answer taken from the completion (last \\boxed{} content), if any
     reason: str  # one of the reasons above; "error: ..." carries the exception
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-class _Interrupt(BaseException):
-    """Raised inside a verification thread that ran past its limit (BaseException: not swallowed by
-    the `except Exception` handlers in math-verify and sympy)."""
 
 
 class _QuietTimeoutWarning(logging.Filter):
@@ -96,85 +100,94 @@ def _verify(gold: str, completion: str) -> Verdict:
     return Verdict(bool(correct), extracted, CORRECT if correct else WRONG)
 
 
-def grade(gold: str, completion: str, timeout: float = DEFAULT_TIMEOUT) -> Verdict:
-    """Is `completion`'s final answer equal to `gold`? Bounded by `timeout` seconds; any thread."""
-    box: dict = {}
-
-    def target():
+def _serve(conn) -> None:
+    """A worker process: verdicts for the (gold, completion) pairs that arrive on `conn`, until it closes."""
+    _verify("1", "\\boxed{1}")  # math-verify's lazy initialisation, outside any pair's time limit
+    conn.send("ready")
+    while True:
         try:
-            box["verdict"] = _verify(str(gold), completion)
-        except _Interrupt:
-            pass
-        except Exception as exc:  # a verifier bug must not crash the caller: grade it incorrect
-            box["verdict"] = Verdict(False, last_boxed(completion), f"{ERROR}: {type(exc).__name__}: {exc}")
+            gold, completion = conn.recv()
+        except EOFError:
+            return
+        try:
+            verdict = _verify(gold, completion)
+        except Exception as exc:  # a verifier bug grades the pair incorrect, it does not end the worker
+            verdict = Verdict(False, last_boxed(completion), f"{ERROR}: {type(exc).__name__}: {exc}")
+        conn.send(verdict)
 
-    thread = threading.Thread(target=target, name="math-verify", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        # Stop the runaway thread at its next Python instruction (CPython API; C code is not interrupted).
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(_Interrupt))
+
+class _Worker:
+    """One worker process (a fresh interpreter: no fork of a threaded process, no re-import of __main__)
+    and the pipe to it."""
+
+    def __init__(self):
+        self.conn, child = multiprocessing.Pipe()
+        code = f"from multiprocessing.connection import Connection; from benchmark.verifiers import _serve; " \
+               f"_serve(Connection({child.fileno()}))"
+        self.process = subprocess.Popen([sys.executable, "-c", code], pass_fds=[child.fileno()],
+                                        stdin=subprocess.DEVNULL, env=_WORKER_ENV)
+        child.close()
+        self.owner = os.getpid()
+        try:
+            ready = self.conn.poll(STARTUP_TIMEOUT) and self.conn.recv() == "ready"
+        except (EOFError, OSError):
+            ready = False
+        if not ready:
+            self.kill()
+            raise RuntimeError(f"a math-verify worker process did not start within {STARTUP_TIMEOUT:g} s")
+
+    def grade(self, gold: str, completion: str, timeout: float) -> Verdict | None:
+        """The verdict, or None (and the worker killed) if it takes longer than `timeout` seconds."""
+        self.conn.send((gold, completion))
+        if self.conn.poll(timeout):
+            return self.conn.recv()
+        self.kill()
+        return None
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        self.conn.close()
+
+
+_idle: queue.LifoQueue = queue.LifoQueue()  # workers waiting for a pair
+
+
+def _take_worker() -> _Worker:
+    while True:
+        try:
+            worker = _idle.get_nowait()
+        except queue.Empty:
+            return _Worker()
+        if worker.owner == os.getpid() and worker.process.poll() is None:
+            return worker  # (a forked child must not share its parent's workers)
+
+
+def grade(gold: str, completion: str, timeout: float = DEFAULT_TIMEOUT) -> Verdict:
+    """Is `completion`'s final answer equal to `gold`? At most `timeout` seconds of verification; any thread.
+    (Starting a worker process, once, is not counted.)"""
+    worker = _take_worker()
+    try:
+        verdict = worker.grade(str(gold), completion, timeout)
+    except (EOFError, OSError) as exc:  # the worker died (killed, out of memory)
+        worker.kill()
+        return Verdict(False, last_boxed(completion), f"{ERROR}: worker died ({type(exc).__name__})")
+    if verdict is None:
         return Verdict(False, last_boxed(completion), TIMEOUT)
-    return box["verdict"]
+    _idle.put(worker)
+    return verdict
 
 
-# --- batches in a process pool ---------------------------------------------------------------------
-
-_started = None  # in a worker: the queue on which it announces each item it starts
-
-
-def _init_worker(started) -> None:
-    global _started
-    _started = started
-    _verify("1", "\\boxed{1}")  # math-verify's lazy initialisation, outside any item's time limit
+def grade_many(pairs, timeout: float = DEFAULT_TIMEOUT, workers: int = 2) -> list[Verdict]:
+    """grade() over (gold, completion) pairs, `workers` at a time, in order."""
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(lambda pair: grade(*pair, timeout=timeout), pairs))
 
 
-def _grade_item(grader, index: int, gold: str, completion: str, timeout: float) -> Verdict:
-    _started.put(index)
-    return grader(gold, completion, timeout=timeout)
-
-
-def _kill_workers(pool: ProcessPoolExecutor) -> None:
-    for process in list((pool._processes or {}).values()):  # no public API for this before Python 3.14
-        process.kill()
-
-
-def grade_many(pairs, timeout: float = DEFAULT_TIMEOUT, workers: int = 2, grace: float = 2.0,
-               grader=grade) -> list[Verdict]:
-    """grade() over (gold, completion) pairs in `workers` processes, in order. An item still running
-    `timeout + grace` seconds after it started is graded incorrect ("timeout"); its worker is killed
-    and the items not yet graded go to a fresh pool. `grader` (a module-level function) is for tests."""
-    pairs = [(str(gold), completion) for gold, completion in pairs]
-    results: list[Verdict | None] = [None] * len(pairs)
-    while any(r is None for r in results):
-        todo = [i for i, r in enumerate(results) if r is None]
-        # fork is fast but unsafe once a process runs other threads; spawn re-imports the main module.
-        context = multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
-        started_queue = context.SimpleQueue()
-        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(started_queue,))
-        futures = {pool.submit(_grade_item, grader, i, *pairs[i], timeout): i for i in todo}
-        started: dict[int, float] = {}
-        pending, stuck, failure = set(futures), None, "no worker started"
-        while pending and stuck is None:
-            done, pending = wait(pending, timeout=0.05, return_when=FIRST_COMPLETED)
-            now = time.monotonic()
-            while not started_queue.empty():
-                started.setdefault(started_queue.get(), now)
-            for future in done:
-                index = futures[future]
-                try:
-                    results[index] = future.result()
-                except Exception as exc:  # the worker died (crash, out of memory): that item is lost
-                    failure = f"{ERROR}: {type(exc).__name__}: {exc}"
-                    if index in started:
-                        results[index] = Verdict(False, None, failure)
-            stuck = next((futures[f] for f in pending if now - started.get(futures[f], now) > timeout + grace), None)
-        if stuck is not None:
-            results[stuck] = Verdict(False, last_boxed(pairs[stuck][1]), TIMEOUT)
-            _kill_workers(pool)
-        pool.shutdown(wait=True, cancel_futures=True)
-        if all(results[i] is None for i in todo):
-            # No progress: the workers fail at start-up (a script without `if __name__ == "__main__":`?).
-            for i in todo:
-                results[i] = results[i] or Verdict(False, None, failure)
-    return results
+def close_workers() -> None:
+    """Stop the idle worker processes (they also end with this process)."""
+    while True:
+        try:
+            _idle.get_nowait().kill()
+        except queue.Empty:
+            return

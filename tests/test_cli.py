@@ -19,10 +19,11 @@ def replaybench(*args):
     (["run", "--strategy", "baselines/fifo_uniform.py", "--workload", "nope"], "unknown workload 'nope'"),
     (["run", "--strategy", "baselines/fifo_uniform.py", "--workers", "6"], "must equal pipeline.devices"),
     (["run", "--strategy", "baselines/fifo_uniform.py", "--set", "bufsize=3"], "does not take bufsize"),
-    (["run", "--strategy", "baselines/fifo_uniform.py", "--budget", "5"], "raise --budget"),
+    (["run", "--strategy", "baselines/fifo_uniform.py", "--budget", "5"], "before the first trainer step"),
+    (["run", "--strategy", "baselines/fifo_uniform.py", "--budget", "0"], "raise --budget"),
     (["run", "--strategy", "tests/conftest.py"], "exactly one subclass"),
 ])
-def test_user_errors_are_one_clear_message(args, message):
+def test_user_errors_are_one_clear_message(args, message, isolated_runs):
     result = replaybench(*args)
     assert result.returncode == 2
     assert message in " ".join(result.stderr.split())

@@ -74,7 +74,7 @@ def load_baselines() -> dict:
 
 def cmd_baselines(args) -> int:
     registry = load_baselines()
-    names = args.strategies or list(registry)
+    names = args.strategies or [name for name, entry in registry.items() if entry.get("main", True)]
     unknown = [n for n in names if n not in registry]
     if unknown:
         raise WorkloadError(f"unknown baseline(s) {', '.join(unknown)}; known: {', '.join(registry)}")
@@ -187,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("baselines", help="all reference baselines x seeds, then a ranked table")
     common(p)
     p.add_argument("--seeds", type=int, nargs="+", help="default: the workload's seeds")
-    p.add_argument("--strategies", nargs="+", help="baseline names from baselines/baselines.yaml (default: all)")
+    p.add_argument("--strategies", nargs="+", help="baseline names from baselines/baselines.yaml (default: the reference pair)")
     p.set_defaults(func=cmd_baselines)
 
     p = sub.add_parser("workloads", help="list the workloads")

@@ -166,7 +166,8 @@ class Pipeline:
 
     def _ctx(self) -> StrategyContext:
         return StrategyContext(trainer_step=self.trainer_step, policy_version=self.trainer_step,
-                               rng=self.strategy_rng, use_count=MappingProxyType(self.use_count))
+                               rng=self.strategy_rng, use_count=MappingProxyType(self.use_count),
+                               num_trainers=self.w.pipeline.trainers)
 
     # ---- workers --------------------------------------------------------------------------
     def _next_doc(self) -> dict:

@@ -33,12 +33,25 @@ class StrategyContext:
     rng: seeded random generator owned by the engine; the only randomness a strategy may use,
         so runs are reproducible and resumable.
     use_count: rollout_id -> how many times that rollout was trained on so far (read-only view).
+    num_trainers: T. The batch is split into T contiguous slices (`trainer_slices`), slice i
+        for trainer i; the trainers' gradients are averaged, as in data-parallel training.
     """
 
     trainer_step: int
     policy_version: int
     rng: np.random.Generator
     use_count: Mapping[int, int]
+    num_trainers: int = 1
+
+    def trainer_slices(self, batch_size: int) -> list[slice]:
+        """Which positions of a batch each trainer gets: sizes differ by at most one."""
+        base, extra = divmod(batch_size, self.num_trainers)
+        slices, start = [], 0
+        for i in range(self.num_trainers):
+            stop = start + base + (1 if i < extra else 0)
+            slices.append(slice(start, stop))
+            start = stop
+        return slices
 
 
 class ReplayStrategy:

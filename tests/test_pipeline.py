@@ -75,3 +75,13 @@ def test_checkpoint_round_trip_continues_identically(tiny_checkpoint, arith_task
     resumed.run()
     assert resumed.eval_history == straight.eval_history
     assert resumed.trainer_step == straight.trainer_step
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in BASELINES.glob("*.py")))
+def test_every_baseline_trains_in_the_pipeline(tiny_checkpoint, arith_task, name):
+    p = make_pipeline(tiny_checkpoint, arith_task, name, {"buffer_size": 32},
+                      **{"pipeline.workers": 5, "pipeline.trainers": 3})
+    p.run()
+    s = p.summary()
+    assert s["trainer_steps"] > 3, name
+    assert s["compute_used"] == pytest.approx(60_000)

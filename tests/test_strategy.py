@@ -82,3 +82,59 @@ def test_import_error_is_reported_not_raised(tmp_path):
 def test_unknown_hyperparameter_lists_the_known_ones():
     with pytest.raises(StrategyError, match="does not take bufer_size; its parameters are: buffer_size"):
         build_strategy(BASELINES / "fifo_uniform.py", {"bufer_size": 3})
+
+
+def correct_group(first_id, pattern, version=0):
+    """Rollouts whose `correct` follows pattern, e.g. [True, False]."""
+    return [Rollout(first_id + i, first_id, "p", (1,), (2,), (-1.0,), float(c), c, 0.0, version, 0, 0.0)
+            for i, c in enumerate(pattern)]
+
+
+def test_positive_bias_keeps_exactly_the_freshest_and_the_freshest_older_successes():
+    s = build_strategy(BASELINES / "positive_bias.py", {"buffer_size": 8, "delta": 0.25})  # 6 recent + 2 positive
+    s.add(correct_group(0, [True, False, True, False]), ctx())
+    s.add(correct_group(4, [False, True, False, False]), ctx())
+    s.add(correct_group(8, [False, False, False, True]), ctx())
+    # recent = the 6 freshest (ids 6..11); ids 0..5 left it, of which 0, 2, 5 were correct:
+    # the positive part keeps the freshest two of those.
+    assert [r.rollout_id for r in s.recent] == [6, 7, 8, 9, 10, 11]
+    assert [r.rollout_id for r in s.positives] == [2, 5]
+    drawn = {r.rollout_id for _ in range(30) for r in s.sample(8, ctx())}
+    assert drawn <= {2, 5, 6, 7, 8, 9, 10, 11}
+
+
+def test_without_replacement_never_repeats_within_a_batch():
+    s = build_strategy(BASELINES / "without_replacement.py", {"buffer_size": 16})
+    for g in range(4):
+        s.add(group(4 * g), ctx())
+    c = ctx()
+    for _ in range(20):
+        ids = [r.rollout_id for r in s.sample(12, c)]
+        assert len(set(ids)) == 12
+    assert s.sample(17, c) is None
+
+
+def test_prefer_unused_takes_never_used_rollouts_first():
+    s = build_strategy(BASELINES / "prefer_unused.py", {"buffer_size": 16})
+    for g in range(4):
+        s.add(group(4 * g), ctx())
+    used = {i: 1 for i in range(10)}  # ids 10..15 never used
+    c = StrategyContext(0, 0, np.random.default_rng(0), MappingProxyType(used))
+    batch = [r.rollout_id for r in s.sample(8, c)]
+    assert set(range(10, 16)) <= set(batch)  # all six unused ones are in
+    assert all(i < 10 for i in batch if i not in range(10, 16))
+
+
+def test_sharded_never_crosses_shards():
+    s = build_strategy(BASELINES / "sharded.py", {"buffer_size": 24})
+    c = StrategyContext(0, 0, np.random.default_rng(0), MappingProxyType({}), num_trainers=3)
+    for g in range(6):  # groups 0,3 -> shard 0; 1,4 -> shard 1; 2,5 -> shard 2
+        s.add(group(4 * g), c)
+    shard_of = {r.rollout_id: i for i, shard in enumerate(s.shards) for r in shard}
+    assert shard_of[0] == 0 and shard_of[4] == 1 and shard_of[8] == 2 and shard_of[12] == 0
+    for _ in range(20):
+        batch = s.sample(10, c)
+        slices = c.trainer_slices(10)
+        assert [sl.stop - sl.start for sl in slices] == [4, 3, 3]
+        for trainer, sl in enumerate(slices):
+            assert {shard_of[r.rollout_id] for r in batch[sl]} == {trainer}

@@ -187,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("baselines", help="all reference baselines x seeds, then a ranked table")
     common(p)
     p.add_argument("--seeds", type=int, nargs="+", help="default: the workload's seeds")
-    p.add_argument("--strategies", nargs="+", help="baseline names from baselines/baselines.yaml (default: the reference pair)")
+    p.add_argument("--strategies", nargs="+",
+                   help="baseline names from baselines/baselines.yaml (default: the reference pair)")
     p.set_defaults(func=cmd_baselines)
 
     p = sub.add_parser("workloads", help="list the workloads")

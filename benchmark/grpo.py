@@ -4,6 +4,10 @@ The loss, for completion token t of rollout i sampled by the behaviour policy b:
     ratio = pi_theta(y_t) / b(y_t)
     loss  = -min(ratio * A_i, clip(ratio, 1 - eps_low, 1 + eps_high) * A_i)
 aggregated by token mean over the batch (default) or by sequence mean. No KL term.
+
+The alternative loss "asymre" (asymmetric REINFORCE, Arnal et al. 2025) has no importance ratio:
+    loss  = -log pi_theta(y_t) * (r_i - V),   V = mean reward of i's group - delta
+a baseline set below the behaviour policy's value, which keeps off-policy training stable.
 """
 
 from __future__ import annotations
@@ -35,6 +39,34 @@ class LossConfig:
     eps_low: float = 0.2
     eps_high: float = 0.2
     aggregation: str = "token_mean"  # or "sequence_mean"
+    kind: str = "grpo"  # or "asymre"
+    asymre_delta: float = 0.1
+
+
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, aggregation: str) -> torch.Tensor:
+    if aggregation == "token_mean":
+        return (per_token * mask).sum() / mask.sum().clamp(min=1)
+    if aggregation == "sequence_mean":
+        return ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
+    raise ValueError(f"unknown loss aggregation {aggregation!r}: use token_mean or sequence_mean")
+
+
+def ratio_stats(ratio: torch.Tensor, mask: torch.Tensor, clipped_tokens: torch.Tensor | None = None) -> dict:
+    with torch.no_grad():
+        n = mask.sum().clamp(min=1)
+        return {
+            "clip_fraction": 0.0 if clipped_tokens is None else (clipped_tokens.sum() / n).item(),
+            "ratio_mean": ((ratio * mask).sum() / n).item(),
+            "ratio_max": ratio.masked_fill(mask == 0, float("-inf")).max().item(),
+        }
+
+
+def asymre_loss(logprobs, behaviour_logprobs, rewards, baselines, mask, cfg: LossConfig):
+    """rewards, baselines (group mean rewards): [batch]. No importance ratio; reported for monitoring."""
+    mask = mask.to(logprobs.dtype)
+    weight = (rewards - (baselines - cfg.asymre_delta)).unsqueeze(1)
+    loss = aggregate(-logprobs * weight, mask, cfg.aggregation)
+    return loss, ratio_stats(torch.exp(logprobs.detach() - behaviour_logprobs), mask)
 
 
 def clipped_policy_loss(
@@ -52,22 +84,9 @@ def clipped_policy_loss(
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - cfg.eps_low, 1.0 + cfg.eps_high) * adv
     per_token = -torch.minimum(unclipped, clipped)
-    if cfg.aggregation == "token_mean":
-        loss = (per_token * mask).sum() / mask.sum().clamp(min=1)
-    elif cfg.aggregation == "sequence_mean":
-        per_seq = (per_token * mask).sum(1) / mask.sum(1).clamp(min=1)
-        loss = per_seq.mean()
-    else:
-        raise ValueError(f"unknown loss aggregation {cfg.aggregation!r}: use token_mean or sequence_mean")
-    with torch.no_grad():
-        n = mask.sum().clamp(min=1)
-        clipped_tokens = (clipped < unclipped).to(mask.dtype) * mask  # where the clip changed the objective
-        stats = {
-            "clip_fraction": (clipped_tokens.sum() / n).item(),
-            "ratio_mean": ((ratio * mask).sum() / n).item(),
-            "ratio_max": ratio.masked_fill(mask == 0, float("-inf")).max().item(),
-        }
-    return loss, stats
+    loss = aggregate(per_token, mask, cfg.aggregation)
+    clipped_tokens = (clipped < unclipped).to(mask.dtype) * mask  # where the clip changed the objective
+    return loss, ratio_stats(ratio.detach(), mask, clipped_tokens)
 
 
 def pad_batch(rollouts: list[Rollout], pad_id: int):
@@ -118,9 +137,14 @@ class GRPOTrainer:
     def step(self, rollouts: list[Rollout]) -> dict[str, float]:
         self.model.train()
         input_ids, attention, completion_mask, behaviour = pad_batch(rollouts, self.pad_id)
-        advantages = torch.tensor([r.advantage for r in rollouts], dtype=torch.float32)
         logp, entropy = token_logprobs_and_entropy(self.model, input_ids, attention, self.temperature)
-        loss, stats = clipped_policy_loss(logp, behaviour, advantages, completion_mask, self.loss_cfg)
+        if self.loss_cfg.kind == "asymre":
+            rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32)
+            baselines = torch.tensor([r.group_reward_mean for r in rollouts], dtype=torch.float32)
+            loss, stats = asymre_loss(logp, behaviour, rewards, baselines, completion_mask, self.loss_cfg)
+        else:
+            advantages = torch.tensor([r.advantage for r in rollouts], dtype=torch.float32)
+            loss, stats = clipped_policy_loss(logp, behaviour, advantages, completion_mask, self.loss_cfg)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)

@@ -72,7 +72,8 @@ class Pipeline:
         self.trainer = GRPOTrainer(
             model, tokenizer.pad_token_id, lr=g.lr, weight_decay=g.weight_decay, max_grad_norm=g.max_grad_norm,
             betas=g.betas, temperature=g.temperature,
-            loss=LossConfig(eps_low=g.eps_low, eps_high=g.eps_high, aggregation=g.aggregation),
+            loss=LossConfig(eps_low=g.eps_low, eps_high=g.eps_high, aggregation=g.aggregation, kind=g.loss,
+                            asymre_delta=g.asymre_delta),
         )
         # Workers share one engine holding the latest published weights: a worker picks the
         # version up when its next generation starts, which is all the pipeline needs.
@@ -205,6 +206,7 @@ class Pipeline:
                 prompt_ids=c.prompt_ids, completion_ids=c.completion_ids, behaviour_logprobs=c.logprobs,
                 reward=r, correct=r >= 1.0, advantage=a, policy_version=group.policy_version,
                 created_step=self.trainer_step, created_time=self.clock,
+                group_reward_mean=sum(group.rewards) / len(group.rewards),
             )
             self.known[rollout.rollout_id] = rollout
             self.next_rollout_id += 1

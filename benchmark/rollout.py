@@ -24,6 +24,7 @@ class Rollout:
     policy_version: int  # trainer step whose weights generated it
     created_step: int  # trainer step when the generation finished
     created_time: float  # virtual time when the generation finished
+    group_reward_mean: float = 0.0  # mean reward of its group (the behaviour policy's value estimate)
 
     @property
     def length(self) -> int:

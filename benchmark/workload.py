@@ -65,6 +65,8 @@ class GRPOConfig:
     eps_low: float = 0.2
     eps_high: float = 0.2
     aggregation: str = "token_mean"
+    loss: str = "grpo"  # "grpo" (clipped importance ratio) or "asymre" (asymmetric REINFORCE)
+    asymre_delta: float = 0.1  # asymre: baseline V = group mean reward - delta
     temperature: float = 1.0  # sampling temperature of the training rollouts
 
 
@@ -109,6 +111,8 @@ class Workload:
             problems.append("grpo.batch_size and grpo.group_size must be positive")
         if self.eval.every <= 0 or self.budget <= 0:
             problems.append("budget and eval.every must be positive: raise --budget")
+        if g.loss not in ("grpo", "asymre"):
+            problems.append(f"grpo.loss must be grpo or asymre, not {g.loss!r}")
         if g.eps_low < 0 or g.eps_high < 0:
             problems.append("grpo.eps_low and grpo.eps_high must be >= 0")
         if problems:

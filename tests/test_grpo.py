@@ -88,3 +88,34 @@ def test_pad_batch_marks_only_completion_tokens():
     assert completion.tolist() == [[False, False, False, True, True], [False, True, False, False, False]]
     assert behaviour[0, 3:].tolist() == [-0.5, -0.25]
     assert attention.sum().item() == 7
+
+
+def test_asymre_weights_tokens_by_reward_minus_a_lowered_baseline_without_ratio():
+    from benchmark.grpo import asymre_loss
+
+    logprobs = torch.log(torch.tensor([[0.5, 0.25], [0.5, 0.5]])).requires_grad_(True)
+    behaviour = torch.log(torch.tensor([[0.1, 0.1], [0.9, 0.9]]))  # far off-policy: no effect on the loss
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    rewards, baselines = torch.tensor([1.0, 0.0]), torch.tensor([0.5, 0.5])
+    cfg = LossConfig(kind="asymre", asymre_delta=0.1)
+    loss, stats = asymre_loss(logprobs, behaviour, rewards, baselines, mask, cfg)
+    # weights: 1 - 0.4 = 0.6 for the correct one, 0 - 0.4 = -0.4 for the wrong one
+    expected = -(0.6 * (math.log(0.5) + math.log(0.25)) - 0.4 * 2 * math.log(0.5)) / 4
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
+    loss.backward()
+    # delta > 0 pushes up the correct sample harder than it pushes down the wrong one
+    assert abs(logprobs.grad[0, 0].item()) > abs(logprobs.grad[1, 0].item())
+    assert stats["clip_fraction"] == 0.0 and stats["ratio_max"] > 1.0
+
+
+def test_asymre_runs_in_the_trainer(tiny_checkpoint):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
+    tok = AutoTokenizer.from_pretrained(tiny_checkpoint, padding_side="left")
+    rollouts = _rollouts_from(HFEngine(model, tok), ["012+345="], n=4)
+    trainer = GRPOTrainer(model, tok.pad_token_id, lr=1e-3, loss=LossConfig(kind="asymre"))
+    before = [p.detach().clone() for p in model.parameters()]
+    stats = trainer.step(rollouts)
+    assert math.isfinite(stats["loss"])
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))

@@ -61,11 +61,14 @@ def ratio_stats(ratio: torch.Tensor, mask: torch.Tensor, clipped_tokens: torch.T
         }
 
 
-def asymre_loss(logprobs, behaviour_logprobs, rewards, baselines, mask, cfg: LossConfig):
+def asymre_loss(logprobs, behaviour_logprobs, rewards, baselines, mask, cfg: LossConfig, weights=None):
     """rewards, baselines (group mean rewards): [batch]. No importance ratio; reported for monitoring."""
     mask = mask.to(logprobs.dtype)
     weight = (rewards - (baselines - cfg.asymre_delta)).unsqueeze(1)
-    loss = aggregate(-logprobs * weight, mask, cfg.aggregation)
+    per_token = -logprobs * weight
+    if weights is not None:
+        per_token = per_token * weights.unsqueeze(1)
+    loss = aggregate(per_token, mask, cfg.aggregation)
     return loss, ratio_stats(torch.exp(logprobs.detach() - behaviour_logprobs), mask)
 
 
@@ -75,8 +78,9 @@ def clipped_policy_loss(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     cfg: LossConfig,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """logprobs, behaviour_logprobs, mask: [batch, tokens]; advantages: [batch]."""
+    """logprobs, behaviour_logprobs, mask: [batch, tokens]; advantages, weights (per sample): [batch]."""
     mask = mask.to(logprobs.dtype)
     log_ratio = logprobs - behaviour_logprobs
     ratio = torch.exp(log_ratio)
@@ -84,6 +88,8 @@ def clipped_policy_loss(
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - cfg.eps_low, 1.0 + cfg.eps_high) * adv
     per_token = -torch.minimum(unclipped, clipped)
+    if weights is not None:
+        per_token = per_token * weights.unsqueeze(1)
     loss = aggregate(per_token, mask, cfg.aggregation)
     clipped_tokens = (clipped < unclipped).to(mask.dtype) * mask  # where the clip changed the objective
     return loss, ratio_stats(ratio.detach(), mask, clipped_tokens)
@@ -134,17 +140,19 @@ class GRPOTrainer:
         self.loss_cfg = loss or LossConfig()
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
 
-    def step(self, rollouts: list[Rollout]) -> dict[str, float]:
+    def step(self, rollouts: list[Rollout], weights: list[float] | None = None) -> dict[str, float]:
+        """One optimiser step; `weights` (one per rollout) scale each sample's token losses."""
         self.model.train()
+        w = None if weights is None else torch.tensor(weights, dtype=torch.float32)
         input_ids, attention, completion_mask, behaviour = pad_batch(rollouts, self.pad_id)
         logp, entropy = token_logprobs_and_entropy(self.model, input_ids, attention, self.temperature)
         if self.loss_cfg.kind == "asymre":
             rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32)
             baselines = torch.tensor([r.group_reward_mean for r in rollouts], dtype=torch.float32)
-            loss, stats = asymre_loss(logp, behaviour, rewards, baselines, completion_mask, self.loss_cfg)
+            loss, stats = asymre_loss(logp, behaviour, rewards, baselines, completion_mask, self.loss_cfg, w)
         else:
             advantages = torch.tensor([r.advantage for r in rollouts], dtype=torch.float32)
-            loss, stats = clipped_policy_loss(logp, behaviour, advantages, completion_mask, self.loss_cfg)
+            loss, stats = clipped_policy_loss(logp, behaviour, advantages, completion_mask, self.loss_cfg, w)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)

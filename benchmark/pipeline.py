@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import heapq
+import math
 import os
 import statistics
 import time
@@ -32,7 +33,7 @@ from benchmark.evaluation import evaluate
 from benchmark.generation import HFEngine
 from benchmark.grpo import GRPOTrainer, LossConfig, group_advantages
 from benchmark.rollout import Rollout
-from benchmark.strategy import ReplayStrategy, StrategyContext, StrategyError
+from benchmark.strategy import Batch, ReplayStrategy, StrategyContext, StrategyError
 from benchmark.tasks import Task
 from benchmark.workload import Workload
 
@@ -221,33 +222,38 @@ class Pipeline:
     # ---- trainers -------------------------------------------------------------------------
     def _try_train(self) -> None:
         batch_size = self.w.grpo.batch_size
-        batch = self.strategy.sample(batch_size, self._ctx())
-        if batch is None:
+        sampled = self.strategy.sample(batch_size, self._ctx())
+        if sampled is None:
             return
-        batch = self._checked_batch(batch, batch_size)
+        batch, weights = self._checked_batch(sampled, batch_size)
         duration = sum(r.length for r in batch) / self.w.pipeline.trainers
         self.trainer_busy = True
         self.trainer_busy_time += duration  # a step in flight at the budget's end is cut in summary()
-        self._push(self.clock + duration, TRAIN_DONE, payload=batch)
+        self._push(self.clock + duration, TRAIN_DONE, payload=(batch, weights))
 
-    def _checked_batch(self, batch, batch_size: int) -> list[Rollout]:
+    def _checked_batch(self, sampled, batch_size: int) -> tuple[list[Rollout], list[float] | None]:
         """Train only on the engine's own copies of rollouts it handed to the strategy."""
-        if not isinstance(batch, (list, tuple)) or len(batch) != batch_size:
-            got = len(batch) if isinstance(batch, (list, tuple)) else type(batch).__name__
+        weights = None
+        if isinstance(sampled, Batch):
+            sampled, weights = sampled.rollouts, list(sampled.weights)
+            if len(weights) != len(sampled) or not all(math.isfinite(x) and x >= 0 for x in weights):
+                raise StrategyError("Batch.weights must hold one finite, non-negative weight per rollout")
+        if not isinstance(sampled, (list, tuple)) or len(sampled) != batch_size:
+            got = len(sampled) if isinstance(sampled, (list, tuple)) else type(sampled).__name__
             raise StrategyError(f"sample() must return a list of exactly {batch_size} rollouts or None, got {got}")
         checked = []
-        for r in batch:
+        for r in sampled:
             own = self.known.get(getattr(r, "rollout_id", None))
             if own is None or own != r:
                 raise StrategyError("sample() returned a rollout the engine did not hand to the strategy "
                                     "(or altered it)")
             checked.append(own)
-        return checked
+        return checked, weights
 
     def _finish_train_step(self, event: Event) -> None:
-        batch: list[Rollout] = event.payload
+        batch, weights = event.payload
         t = time.perf_counter()
-        stats = self.trainer.step(batch)
+        stats = self.trainer.step(batch, weights)
         self.wall["training"] += time.perf_counter() - t
         staleness = [self.trainer_step - r.policy_version for r in batch]
         since_last = [self.trainer_step - self.last_used_step[r.rollout_id] for r in batch

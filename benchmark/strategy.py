@@ -54,6 +54,15 @@ class StrategyContext:
         return slices
 
 
+@dataclass(frozen=True)
+class Batch:
+    """What `sample` may return instead of a plain list: rollouts with per-sample loss weights
+    (e.g. the importance weights of prioritized replay). Weights are finite and non-negative."""
+
+    rollouts: list[Rollout]
+    weights: list[float]
+
+
 class ReplayStrategy:
     """Base class of every buffer strategy.
 
@@ -68,11 +77,12 @@ class ReplayStrategy:
         """
         raise NotImplementedError
 
-    def sample(self, batch_size: int, ctx: StrategyContext) -> list[Rollout] | None:
+    def sample(self, batch_size: int, ctx: StrategyContext) -> list[Rollout] | Batch | None:
         """Return exactly `batch_size` rollouts to train on now, or None if there is not enough data.
 
         Only rollouts previously passed to `add` may be returned (repeats allowed). Returning None
-        makes the trainers wait until the next `add`. Idle trainers still cost compute.
+        makes the trainers wait until the next `add`. Idle trainers still cost compute. A `Batch`
+        adds a loss weight per sample (each sample's token losses are multiplied by it).
         """
         raise NotImplementedError
 

@@ -119,3 +119,11 @@ def test_asymre_runs_in_the_trainer(tiny_checkpoint):
     stats = trainer.step(rollouts)
     assert math.isfinite(stats["loss"])
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_sample_weights_scale_each_sample_loss():
+    logprobs = torch.zeros(2, 1)
+    args = (torch.zeros(2, 1), torch.tensor([1.0, 1.0]), torch.ones(2, 1, dtype=torch.bool), LossConfig())
+    plain, _ = clipped_policy_loss(logprobs, *args)
+    weighted, _ = clipped_policy_loss(logprobs, *args, weights=torch.tensor([1.0, 0.0]))
+    assert plain.item() == pytest.approx(-1.0) and weighted.item() == pytest.approx(-0.5)

@@ -138,3 +138,21 @@ def test_sharded_never_crosses_shards():
         assert [sl.stop - sl.start for sl in slices] == [4, 3, 3]
         for trainer, sl in enumerate(slices):
             assert {shard_of[r.rollout_id] for r in batch[sl]} == {trainer}
+
+
+def test_prioritized_prefers_large_advantages_and_weights_them_down():
+    from benchmark import Batch
+
+    s = build_strategy(BASELINES / "prioritized.py", {"buffer_size": 8, "alpha": 1.0, "beta": 1.0, "eps": 0.01})
+    rollouts = [Rollout(i, 0, "p", (1,), (2,), (-1.0,), 0.0, False, adv, 0, 0, 0.0)
+                for i, adv in enumerate([2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])]
+    s.add(rollouts, ctx())
+    c = ctx()
+    batches = [s.sample(8, c) for _ in range(50)]
+    assert all(isinstance(b, Batch) and len(b.rollouts) == 8 for b in batches)
+    picks = [r.rollout_id for b in batches for r in b.rollouts]
+    assert picks.count(0) / len(picks) > 0.9  # P(0) = 2.01 / 2.08
+    mixed = next(b for b in batches if len({r.rollout_id for r in b.rollouts}) > 1)
+    weight_of = {r.rollout_id: w for r, w in zip(mixed.rollouts, mixed.weights)}
+    assert weight_of[0] < min(w for i, w in weight_of.items() if i != 0)  # frequent -> small IS weight
+    assert max(weight_of.values()) == pytest.approx(1.0)

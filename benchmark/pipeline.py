@@ -33,7 +33,7 @@ from benchmark.evaluation import evaluate
 from benchmark.generation import HFEngine
 from benchmark.grpo import GRPOTrainer, LossConfig, group_advantages
 from benchmark.rollout import Rollout
-from benchmark.strategy import Batch, ReplayStrategy, StrategyContext, StrategyError
+from benchmark.strategy import Batch, ReplayStrategy, StrategyContext, StrategyFailure
 from benchmark.tasks import Task
 from benchmark.workload import Workload
 
@@ -107,7 +107,8 @@ class Pipeline:
         self.eval_history: list[dict] = []
         self.pending_metrics: list[tuple[str, float, int]] = []
         self.flushes = 0
-        self.wall = {"generation": 0.0, "training": 0.0, "evaluation": 0.0, "total": 0.0}
+        self.wall = {"generation": 0.0, "training": 0.0, "evaluation": 0.0, "strategy": 0.0, "total": 0.0}
+        self.strategy_calls = 0
         self.last_samples: list[dict] = []
 
     # ---- the schedule -------------------------------------------------------------------
@@ -214,7 +215,9 @@ class Pipeline:
             rollouts.append(rollout)
         self.next_group_id += 1
         self.rollouts_generated += len(rollouts)
+        t = time.perf_counter()
         self.strategy.add(list(rollouts), self._ctx())
+        self._time_strategy(t)
         self._start_generation(event.worker)
         if not self.trainer_busy:
             self._try_train()
@@ -222,7 +225,9 @@ class Pipeline:
     # ---- trainers -------------------------------------------------------------------------
     def _try_train(self) -> None:
         batch_size = self.w.grpo.batch_size
+        t = time.perf_counter()
         sampled = self.strategy.sample(batch_size, self._ctx())
+        self._time_strategy(t)
         if sampled is None:
             return
         batch, weights = self._checked_batch(sampled, batch_size)
@@ -231,22 +236,31 @@ class Pipeline:
         self.trainer_busy_time += duration  # a step in flight at the budget's end is cut in summary()
         self._push(self.clock + duration, TRAIN_DONE, payload=(batch, weights))
 
+    def _time_strategy(self, start: float) -> None:
+        self.wall["strategy"] += time.perf_counter() - start
+        self.strategy_calls += 1
+
     def _checked_batch(self, sampled, batch_size: int) -> tuple[list[Rollout], list[float] | None]:
         """Train only on the engine's own copies of rollouts it handed to the strategy."""
         weights = None
         if isinstance(sampled, Batch):
             sampled, weights = sampled.rollouts, list(sampled.weights)
-            if len(weights) != len(sampled) or not all(math.isfinite(x) and x >= 0 for x in weights):
-                raise StrategyError("Batch.weights must hold one finite, non-negative weight per rollout")
+            if len(weights) != len(sampled) or not all(
+                    isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in weights):
+                raise StrategyFailure("garbage: Batch.weights must hold one finite, non-negative number per rollout")
         if not isinstance(sampled, (list, tuple)) or len(sampled) != batch_size:
-            got = len(sampled) if isinstance(sampled, (list, tuple)) else type(sampled).__name__
-            raise StrategyError(f"sample() must return a list of exactly {batch_size} rollouts or None, got {got}")
+            got = f"{len(sampled)} items" if isinstance(sampled, (list, tuple)) else type(sampled).__name__
+            raise StrategyFailure(f"garbage: sample() must return a list of exactly {batch_size} rollouts "
+                                  f"or None, got {got}")
         checked = []
         for r in sampled:
-            own = self.known.get(getattr(r, "rollout_id", None))
-            if own is None or own != r:
-                raise StrategyError("sample() returned a rollout the engine did not hand to the strategy "
-                                    "(or altered it)")
+            if not isinstance(r, Rollout):
+                raise StrategyFailure(f"garbage: sample() returned a {type(r).__name__}, not a Rollout")
+            own = self.known.get(r.rollout_id)
+            if own is None:
+                raise StrategyFailure(f"fabricated: rollout {r.rollout_id} was never produced by the engine")
+            if own != r:
+                raise StrategyFailure(f"tampered: rollout {r.rollout_id} differs from the one the engine handed over")
             checked.append(own)
         return checked, weights
 
@@ -334,6 +348,8 @@ class Pipeline:
             "trainer_idle_fraction": self.trainer_idle_fraction(),
             "worker_idle_fraction": self.worker_idle_fraction(),
             "wall_seconds": dict(self.wall),
+            "strategy_calls": self.strategy_calls,
+            "strategy_ms_per_call": 1000 * self.wall["strategy"] / max(self.strategy_calls, 1),
         }
 
     # ---- checkpoints ----------------------------------------------------------------------

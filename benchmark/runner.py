@@ -14,9 +14,10 @@ from pathlib import Path
 
 import torch
 
-from benchmark.pipeline import Pipeline
+from benchmark.pipeline import Pipeline, derive_seed
 from benchmark.policy import load_start_policy
-from benchmark.strategy import build_strategy, file_sha256, load_strategy_class
+from benchmark.sandbox import IsolatedStrategy
+from benchmark.strategy import StrategyError, StrategyFailure, build_strategy, file_sha256, load_strategy_class
 from benchmark.tasks import load_task
 from benchmark.tracking import REPO_ROOT, RUNS_DIR, TAG, RunRecorder, code_version
 from benchmark.workload import Workload
@@ -32,22 +33,27 @@ class RunSpec:
     strategy_path: Path
     strategy_params: dict
     seed: int
+    isolated: bool = False  # run the strategy in its own process, under limits (official runs)
 
     def __post_init__(self):
         self.strategy_path = Path(self.strategy_path)
-        load_strategy_class(self.strategy_path)  # fail before any model is loaded, with a clear message
+        if self.isolated:  # untrusted code runs only inside its box, never in this process
+            if not self.strategy_path.is_file():
+                raise StrategyError(f"strategy file not found: {self.strategy_path}")
+        else:
+            load_strategy_class(self.strategy_path)  # fail before any model is loaded, with a clear message
 
     @property
     def strategy_name(self) -> str:
         return self.strategy_path.stem
 
     def resolved_config(self) -> dict:
-        params = {**self.workload.strategy_defaults, **self.strategy_params}
         path = self.strategy_path.resolve()
         shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
         return {"workload": self.workload.to_dict(),
+                # workload.strategy_defaults fill in the hyperparameters the strategy takes and params omit
                 "strategy": {"name": self.strategy_name, "path": str(shown),
-                             "sha256": file_sha256(self.strategy_path), "params": params},
+                             "sha256": file_sha256(self.strategy_path), "params": dict(self.strategy_params)},
                 "seed": self.seed}
 
     def group_key(self) -> str:
@@ -76,9 +82,25 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
     set_threads()
     w = spec.workload
     config = spec.resolved_config()
-    strategy = build_strategy(spec.strategy_path, config["strategy"]["params"])
     task = load_task(w.task)
     model, tokenizer, start_info = load_start_policy(w)
+    tags = {f"{TAG}workload": w.name, f"{TAG}workload_version": w.version, f"{TAG}strategy": spec.strategy_name,
+            f"{TAG}group": spec.group_key(), f"{TAG}seed": spec.seed, f"{TAG}status": "running",
+            f"{TAG}task_version": task.version, f"{TAG}isolated": spec.isolated}
+    params = {**config, "code_version": code_version(), "start_checkpoint_sha256": start_info["weights_sha256"],
+              "task_version": task.version}
+    try:
+        params, defaults = spec.strategy_params, w.strategy_defaults
+        if spec.isolated:
+            strategy = IsolatedStrategy(spec.strategy_path, params, rng_seed=derive_seed(spec.seed, "strategy"),
+                                        defaults=defaults)
+        else:
+            strategy = build_strategy(spec.strategy_path, params, defaults)
+    except StrategyError as exc:  # a strategy that cannot even start is a failed run, on record
+        failed = RunRecorder(w.name, run_name=f"{spec.strategy_name}-seed{spec.seed}",
+                             tags={**tags, f"{TAG}status": f"failed: {exc}"[:5000]}, params=params)
+        failed.finish("FAILED")
+        raise
     pipeline = Pipeline(w, task, model, tokenizer, strategy, spec.seed)
 
     ckpt_dir = RUNS_DIR / "checkpoints" / spec.run_key()
@@ -94,11 +116,6 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
             recorder.flush(pipeline.flushes + 1, pipeline.pending_metrics)
         pipeline.pending_metrics, pipeline.flushes = [], pipeline.flushes + 1
     else:
-        tags = {f"{TAG}workload": w.name, f"{TAG}workload_version": w.version, f"{TAG}strategy": spec.strategy_name,
-                f"{TAG}group": spec.group_key(), f"{TAG}seed": spec.seed, f"{TAG}status": "running",
-                f"{TAG}task_version": task.version}
-        params = {**config, "code_version": code_version(), "start_checkpoint_sha256": start_info["weights_sha256"],
-                  "task_version": task.version}
         recorder = RunRecorder(w.name, run_name=f"{spec.strategy_name}-seed{spec.seed}", tags=tags, params=params)
         ckpt_dir.mkdir(parents=True, exist_ok=True)
         meta_path.write_text(json.dumps({"mlflow_run_id": recorder.run_id}) + "\n")
@@ -121,9 +138,13 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
     except Stop:
         return {}
     except Exception as exc:
-        recorder.set_tags({f"{TAG}status": f"failed: {type(exc).__name__}: {exc}"[:5000]})
+        verdict = str(exc) if isinstance(exc, StrategyFailure) else f"{type(exc).__name__}: {exc}"
+        recorder.set_tags({f"{TAG}status": f"failed: {verdict}"[:5000]})
         recorder.finish("FAILED")
         raise
+    finally:
+        if isinstance(strategy, IsolatedStrategy):
+            strategy.close()
 
     if pipeline.trainer_step == 0:
         reason = (f"the budget ({w.budget:,.0f} units) ended before the first trainer step "

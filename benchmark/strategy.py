@@ -24,6 +24,11 @@ class StrategyError(Exception):
     """A strategy file that cannot be loaded or does not honour the API; the message names the fix."""
 
 
+class StrategyFailure(StrategyError):
+    """A strategy that broke the rules during a run; the message is the verdict '<kind>: <detail>'
+    (raised, timeout, memory, crashed, forbidden, garbage, fabricated, tampered)."""
+
+
 @dataclass(frozen=True)
 class StrategyContext:
     """Read-only facts the engine shares with the strategy at each call.
@@ -146,9 +151,11 @@ def strategy_params(cls: type[ReplayStrategy]) -> dict:
     return params
 
 
-def build_strategy(path: str | Path, params: dict) -> ReplayStrategy:
+def build_strategy(path: str | Path, params: dict, defaults: dict | None = None) -> ReplayStrategy:
+    """The strategy with `params`; `defaults` (the workload's) fill in only what it accepts."""
     cls = load_strategy_class(path)
     accepted = strategy_params(cls)
+    params = {**{k: v for k, v in (defaults or {}).items() if k in accepted}, **params}
     unknown = sorted(set(params) - set(accepted))
     if unknown:
         raise StrategyError(

@@ -1,0 +1,78 @@
+"""Untrusted strategies run in their own process: hostile ones end their run with the right
+verdict, on record in MLflow, and the runs beside them complete."""
+
+from pathlib import Path
+
+import pytest
+from conftest import small_workload
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from benchmark.pipeline import Pipeline, derive_seed
+from benchmark.runner import RunSpec, run
+from benchmark.sandbox import IsolatedStrategy
+from benchmark.strategy import StrategyFailure, build_strategy
+from benchmark.tracking import find_runs
+
+REPO = Path(__file__).resolve().parent.parent
+HOSTILE = Path(__file__).resolve().parent / "hostile"
+
+
+def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, arith_task):
+    histories = []
+    for isolated in (False, True):
+        w = small_workload(tiny_checkpoint, **{"pipeline.workers": 5, "pipeline.trainers": 3})
+        model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
+        tok = AutoTokenizer.from_pretrained(tiny_checkpoint, padding_side="left")
+        path, params = REPO / "baselines" / "prefer_unused.py", {"buffer_size": 32}  # uses rng and use_count
+        strategy = (IsolatedStrategy(path, params, rng_seed=derive_seed(0, "strategy")) if isolated
+                    else build_strategy(path, params))
+        p = Pipeline(w, arith_task, model, tok, strategy, seed=0)
+        p.start()
+        p.run()
+        histories.append((p.eval_history, p.trainer_step, p.use_count))
+        if isolated:
+            state = strategy.state_dict()
+            assert state["box"]["use_count"] == p.use_count  # the box's mirror kept up
+            strategy.close()
+    assert histories[0] == histories[1]
+
+
+@pytest.mark.parametrize("file, verdict", [
+    ("raises.py", "raised: sample() raised ValueError: boom"),
+    ("hangs.py", "timeout: add() took longer than"),
+    ("hogs_memory.py", "memory: add() exceeded the 1024 MB memory limit"),
+    ("garbage.py", "garbage: sample() returned a int, not a Rollout"),
+    ("fabricates.py", "fabricated: rollout 1000000000 was never produced"),
+    ("tampers.py", "tampered: rollout 0 differs"),
+    ("writes_outside.py", "forbidden: wrote outside its temp folder"),
+    ("crashes.py", "crashed: the strategy process died during add() (exit code 3)"),
+])
+def test_hostile_strategy_ends_its_run_with_a_verdict(file, verdict, tiny_checkpoint, isolated_runs, monkeypatch,
+                                                        tmp_path):
+    monkeypatch.setenv("REPLAYBENCH_STRATEGY_TIMEOUT", "2")
+    monkeypatch.setenv("REPLAYBENCH_STRATEGY_MEMORY_MB", "1024")
+    target = tmp_path / "escaped.txt"
+    monkeypatch.setenv("HOSTILE_TARGET", str(target))
+    spec = RunSpec(small_workload(tiny_checkpoint), HOSTILE / file, {}, seed=0, isolated=True)
+    with pytest.raises(StrategyFailure) as failure:
+        run(spec)
+    assert str(failure.value).startswith(verdict)
+    [record] = find_runs("arith-tiny", f"tags.`replaybench.strategy` = '{Path(file).stem}'")
+    assert record.info.status == "FAILED"
+    assert record.data.tags["replaybench.status"] == f"failed: {failure.value}"
+    assert not target.exists()
+    # the suite goes on: a well-behaved run right after completes
+    good = run(RunSpec(small_workload(tiny_checkpoint), REPO / "baselines" / "fifo_uniform.py",
+                       {"buffer_size": 32}, seed=0, isolated=True))
+    assert good["trainer_steps"] > 0
+
+
+def test_strategy_that_fails_to_construct_is_recorded(tiny_checkpoint, isolated_runs, tmp_path):
+    path = tmp_path / "bad_init.py"
+    path.write_text("from benchmark import ReplayStrategy\n\nclass BadInit(ReplayStrategy):\n"
+                    "    def __init__(self):\n        raise RuntimeError('nope')\n"
+                    "    def add(self, r, c):\n        pass\n    def sample(self, n, c):\n        return None\n")
+    with pytest.raises(StrategyFailure, match="raised: .*RuntimeError.*nope"):
+        run(RunSpec(small_workload(tiny_checkpoint), path, {}, seed=0, isolated=True))
+    [record] = find_runs("arith-tiny", "tags.`replaybench.strategy` = 'bad_init'")
+    assert record.info.status == "FAILED"

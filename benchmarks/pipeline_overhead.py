@@ -27,6 +27,7 @@ def main() -> int:
     parser.add_argument("--workload", default="arith-tiny")
     parser.add_argument("--budget", type=float)
     parser.add_argument("--strategies", nargs="+", default=["on_policy", "fifo_uniform"])
+    parser.add_argument("--isolate", action="store_true", help="also run each strategy in its sandbox process")
     args = parser.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="replaybench-overhead-")
@@ -42,20 +43,25 @@ def main() -> int:
         entry = registry[name]
         w = load_workload(args.workload, {**overrides, "pipeline.workers": entry["workers"],
                                           "pipeline.trainers": entry["trainers"]})
-        start = time.perf_counter()
-        summary = run(RunSpec(w, REPO / "baselines" / entry["strategy"], entry.get("params", {}), seed=0))
-        whole = time.perf_counter() - start  # model loading, MLflow set-up and artifacts included
-        wall = summary["wall_seconds"]
-        model = wall["generation"] + wall["training"] + wall["evaluation"]
-        rows.append((name, summary["trainer_steps"], whole, wall["total"], wall["generation"], wall["training"],
-                     wall["evaluation"], 1 - model / wall["total"], 1 - model / whole))
-    header = ("strategy", "steps", "run s", "loop s", "generation s", "train s", "eval s", "overhead (loop)",
-              "overhead (whole run)")
+        for isolated in (False, True) if args.isolate else (False,):
+            start = time.perf_counter()
+            spec = RunSpec(w, REPO / "baselines" / entry["strategy"], entry.get("params", {}), seed=0,
+                           isolated=isolated)
+            summary = run(spec)
+            whole = time.perf_counter() - start  # model loading, MLflow set-up and artifacts included
+            wall = summary["wall_seconds"]
+            model = wall["generation"] + wall["training"] + wall["evaluation"]
+            rows.append((name + (" (isolated)" if isolated else ""), summary["trainer_steps"], whole, wall["total"],
+                         wall["generation"], wall["training"], wall["evaluation"], wall["strategy"],
+                         summary["strategy_calls"], summary["strategy_ms_per_call"],
+                         1 - model / wall["total"], 1 - model / whole))
+    header = ("strategy", "steps", "run s", "loop s", "generation s", "train s", "eval s", "strategy s",
+              "strategy calls", "ms/call", "overhead (loop)", "overhead (whole run)")
     print(" | ".join(header))
     print(" | ".join("---" for _ in header))
-    for name, steps, whole, total, gen, train, ev, loop_overhead, run_overhead in rows:
-        print(f"{name} | {steps} | {whole:.1f} | {total:.1f} | {gen:.1f} | {train:.1f} | {ev:.1f} | "
-              f"{loop_overhead:.1%} | {run_overhead:.1%}")
+    for (name, steps, whole, total, gen, train, ev, strat, calls, per_call, loop_overhead, run_overhead) in rows:
+        print(f"{name} | {steps} | {whole:.1f} | {total:.1f} | {gen:.1f} | {train:.1f} | {ev:.1f} | {strat:.2f} | "
+              f"{calls} | {per_call:.3f} | {loop_overhead:.1%} | {run_overhead:.1%}")
     return 0
 
 

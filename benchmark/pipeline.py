@@ -16,6 +16,7 @@ give the same run. Wall-clock time is measured and logged, never used for a deci
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import heapq
 import math
@@ -37,7 +38,7 @@ from benchmark.strategy import Batch, ReplayStrategy, StrategyContext, StrategyF
 from benchmark.tasks import Task
 from benchmark.workload import Workload
 
-GENERATION_DONE, TRAIN_DONE = 0, 1  # at equal times, arrivals are handled before step ends
+GENERATION_DONE, TRAIN_DONE, POOL_DONE = 0, 1, 2  # at equal times, arrivals are handled before step ends
 
 
 def derive_seed(seed: int, *names) -> int:
@@ -125,8 +126,41 @@ class Pipeline:
         return points
 
     def start(self) -> None:
+        request = self.strategy.pool_request()
+        if request:
+            if not (isinstance(request, (tuple, list)) and len(request) == 2
+                    and all(isinstance(x, int) and x > 0 for x in request)):
+                raise StrategyFailure("garbage: pool_request() must return (prompts, samples_per_prompt) or None")
+            self._generate_pool(*request)  # the workers start when the pool is done
+        else:
+            self._start_workers()
+
+    def _start_workers(self) -> None:
         for worker in range(self.w.pipeline.workers):
             self._start_generation(worker)
+
+    def _generate_pool(self, prompts: int, samples: int) -> None:
+        """The strategy's pool: the stream's first prompts, sampled by the starting policy on all devices."""
+        g = self.w.grpo
+        groups, tokens = [], 0
+        for position in range(prompts):
+            doc = self._stream_doc(position)
+            t = time.perf_counter()
+            [completions] = self.engine.generate([self.task.doc_to_text(doc)], n=samples, temperature=g.temperature,
+                                                 max_new_tokens=self.task.max_new_tokens,
+                                                 seed=derive_seed(self.seed, "pool", position))
+            self.wall["generation"] += time.perf_counter() - t
+            rewards = [self.task.score(doc, c.text) for c in completions]
+            tokens += sum(len(c.prompt_ids) + len(c.completion_ids) for c in completions)
+            groups.append(PendingGroup(str(doc["id"]), completions, rewards, self.engine.version))
+        self._push(self.w.pipeline.mu * tokens / self.devices, POOL_DONE, payload=groups)
+
+    def _finish_pool(self, event: Event) -> None:
+        rollouts = [r for group in event.payload for r in self._make_rollouts(group)]
+        t = time.perf_counter()
+        self.strategy.add_pool(rollouts, self._ctx())
+        self._time_strategy(t)
+        self._start_workers()
 
     def run(self, on_checkpoint=None, on_progress=None) -> None:
         """Advance until the budget is spent. on_checkpoint(self) runs after each evaluation."""
@@ -152,8 +186,10 @@ class Pipeline:
             self.clock = event.time
             if event.kind == GENERATION_DONE:
                 self._finish_generation(event)
-            else:
+            elif event.kind == TRAIN_DONE:
                 self._finish_train_step(event)
+            else:
+                self._finish_pool(event)
             if on_progress and event.kind == TRAIN_DONE:
                 on_progress(self)
         self.clock = end_time
@@ -173,12 +209,16 @@ class Pipeline:
                                num_trainers=self.w.pipeline.trainers)
 
     # ---- workers --------------------------------------------------------------------------
-    def _next_doc(self) -> dict:
+    def _stream_doc(self, position: int) -> dict:
+        """The training stream: the train split in a seeded order, reshuffled every epoch."""
         n = len(self.train_docs)
-        epoch, index = divmod(self.stream_position, n)
+        epoch, index = divmod(position, n)
         order = np.random.default_rng(derive_seed(self.seed, "stream", epoch)).permutation(n)
-        self.stream_position += 1
         return self.train_docs[order[index]]
+
+    def _next_doc(self) -> dict:
+        self.stream_position += 1
+        return self._stream_doc(self.stream_position - 1)
 
     def _start_generation(self, worker: int) -> None:
         g = self.w.grpo
@@ -198,8 +238,17 @@ class Pipeline:
                    PendingGroup(str(doc["id"]), completions, rewards, self.engine.version))
 
     def _finish_generation(self, event: Event) -> None:
-        group: PendingGroup = event.payload
         self.worker_busy_time += self.clock - self.worker_started.pop(event.worker)
+        rollouts = self._make_rollouts(event.payload)
+        t = time.perf_counter()
+        self.strategy.add(list(rollouts), self._ctx())
+        self._time_strategy(t)
+        self._start_generation(event.worker)
+        if not self.trainer_busy:
+            self._try_train()
+
+    def _make_rollouts(self, group: PendingGroup) -> list[Rollout]:
+        """Rollout records for a finished generation, registered as the engine's own."""
         advantages = group_advantages(group.rewards)
         rollouts = []
         for c, r, a in zip(group.completions, group.rewards, advantages):
@@ -215,12 +264,7 @@ class Pipeline:
             rollouts.append(rollout)
         self.next_group_id += 1
         self.rollouts_generated += len(rollouts)
-        t = time.perf_counter()
-        self.strategy.add(list(rollouts), self._ctx())
-        self._time_strategy(t)
-        self._start_generation(event.worker)
-        if not self.trainer_busy:
-            self._try_train()
+        return rollouts
 
     # ---- trainers -------------------------------------------------------------------------
     def _try_train(self) -> None:
@@ -242,11 +286,11 @@ class Pipeline:
 
     def _checked_batch(self, sampled, batch_size: int) -> tuple[list[Rollout], list[float] | None]:
         """Train only on the engine's own copies of rollouts it handed to the strategy."""
-        weights = None
+        weights = regroup = None
         if isinstance(sampled, Batch):
-            sampled, weights = sampled.rollouts, list(sampled.weights)
-            if len(weights) != len(sampled) or not all(
-                    isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in weights):
+            sampled, weights, regroup = sampled.rollouts, sampled.weights, sampled.regroup
+            if weights is not None and (len(weights) != len(sampled) or not all(
+                    isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in weights)):
                 raise StrategyFailure("garbage: Batch.weights must hold one finite, non-negative number per rollout")
         if not isinstance(sampled, (list, tuple)) or len(sampled) != batch_size:
             got = f"{len(sampled)} items" if isinstance(sampled, (list, tuple)) else type(sampled).__name__
@@ -262,7 +306,24 @@ class Pipeline:
             if own != r:
                 raise StrategyFailure(f"tampered: rollout {r.rollout_id} differs from the one the engine handed over")
             checked.append(own)
-        return checked, weights
+        if regroup:
+            checked = self._regrouped(checked, regroup)
+        return checked, None if weights is None else list(weights)
+
+    @staticmethod
+    def _regrouped(batch: list[Rollout], regroup) -> list[Rollout]:
+        """The engine's own recompute of group-relative advantages over the sets the strategy named."""
+        seen: set[int] = set()
+        batch = list(batch)
+        for positions in regroup:
+            if not all(isinstance(i, int) and 0 <= i < len(batch) and i not in seen for i in positions):
+                raise StrategyFailure("garbage: Batch.regroup must be disjoint lists of batch positions")
+            seen.update(positions)
+            rewards = [batch[i].reward for i in positions]
+            mean = sum(rewards) / len(rewards) if rewards else 0.0
+            for i, advantage in zip(positions, group_advantages(rewards)):
+                batch[i] = dataclasses.replace(batch[i], advantage=advantage, group_reward_mean=mean)
+        return batch
 
     def _finish_train_step(self, event: Event) -> None:
         batch, weights = event.payload

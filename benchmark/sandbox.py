@@ -119,6 +119,12 @@ def serve(fd: int, strategy_path: str, params: dict, defaults: dict, rng_seed: i
                 for rid in trained_ids:
                     use_count[rid] = use_count.get(rid, 0) + 1
                 result = strategy.sample(batch_size, ctx(step, version, trainers))
+            elif kind == "pool_request":
+                result = strategy.pool_request()
+            elif kind == "add_pool":
+                rollouts, step, version, trainers = args
+                strategy.add_pool(rollouts, ctx(step, version, trainers))
+                result = None
             elif kind == "state_dict":
                 result = {"strategy": strategy.state_dict(), "rng": rng.bit_generator.state,
                           "use_count": dict(use_count)}
@@ -218,6 +224,12 @@ class IsolatedStrategy(ReplayStrategy):
         if isinstance(rollouts, (list, tuple)):
             self.last_batch_ids = [getattr(r, "rollout_id", None) for r in rollouts]
         return result
+
+    def pool_request(self):
+        return self._call("pool_request")
+
+    def add_pool(self, rollouts, ctx):
+        self._call("add_pool", list(rollouts), ctx.trainer_step, ctx.policy_version, ctx.num_trainers)
 
     def state_dict(self):
         return {"box": self._call("state_dict"), "last_batch_ids": self.last_batch_ids}

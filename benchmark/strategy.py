@@ -61,11 +61,14 @@ class StrategyContext:
 
 @dataclass(frozen=True)
 class Batch:
-    """What `sample` may return instead of a plain list: rollouts with per-sample loss weights
-    (e.g. the importance weights of prioritized replay). Weights are finite and non-negative."""
+    """What `sample` may return instead of a plain list. `weights`: a loss weight per sample (e.g.
+    the importance weights of prioritized replay), finite and non-negative."""
 
     rollouts: list[Rollout]
-    weights: list[float]
+    weights: list[float] | None = None
+    # Sets of batch positions whose group-relative advantages the engine recomputes together, e.g.
+    # a prompt's fresh rollouts plus replayed successes (RLEP). Other positions keep their advantage.
+    regroup: list[list[int]] | None = None
 
 
 class ReplayStrategy:
@@ -89,6 +92,16 @@ class ReplayStrategy:
         makes the trainers wait until the next `add`. Idle trainers still cost compute. A `Batch`
         adds a loss weight per sample (each sample's token losses are multiplied by it).
         """
+        raise NotImplementedError
+
+    def pool_request(self) -> tuple[int, int] | None:
+        """Optional: (prompts, samples_per_prompt) to generate with the starting policy before training
+        starts, for the first `prompts` prompts of the training stream. All W + T devices generate it
+        and its compute is charged. The rollouts arrive through `add_pool`. Default: no pool."""
+        return None
+
+    def add_pool(self, rollouts: list[Rollout], ctx: StrategyContext) -> None:
+        """Receive the pool asked for by `pool_request` (all its rollouts, once)."""
         raise NotImplementedError
 
     def state_dict(self) -> dict:

@@ -79,9 +79,22 @@ def test_checkpoint_round_trip_continues_identically(tiny_checkpoint, arith_task
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in BASELINES.glob("*.py")))
 def test_every_baseline_trains_in_the_pipeline(tiny_checkpoint, arith_task, name):
-    p = make_pipeline(tiny_checkpoint, arith_task, name, {"buffer_size": 32},
-                      **{"pipeline.workers": 5, "pipeline.trainers": 3})
+    params = {"buffer_size": 32, **({"pool_prompts": 10, "pool_samples": 4} if name == "rlep" else {})}
+    p = make_pipeline(tiny_checkpoint, arith_task, name, params, **{"pipeline.workers": 5, "pipeline.trainers": 3})
     p.run()
     s = p.summary()
     assert s["trainer_steps"] > 3, name
+    assert s["compute_used"] == pytest.approx(60_000)
+
+
+def test_pool_phase_is_charged_and_precedes_the_workers(tiny_checkpoint, arith_task):
+    p = make_pipeline(tiny_checkpoint, arith_task, "rlep", {"pool_prompts": 20, "pool_samples": 4},
+                      **{"pipeline.workers": 6, "pipeline.trainers": 2})
+    pool_event = p.events[0]
+    assert len(p.events) == 1 and pool_event.kind == 2  # only the pool is in flight at first
+    pool_rollouts = sum(len(g.completions) for g in pool_event.payload)
+    assert pool_rollouts == 80
+    p.run()
+    s = p.summary()
+    assert s["rollouts_generated"] > pool_rollouts and s["trainer_steps"] > 0
     assert s["compute_used"] == pytest.approx(60_000)

@@ -17,13 +17,17 @@ REPO = Path(__file__).resolve().parent.parent
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 
 
-def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, arith_task):
+@pytest.mark.parametrize("name, params", [
+    ("prefer_unused", {"buffer_size": 32}),  # uses ctx.rng and ctx.use_count
+    ("rlep", {"pool_prompts": 10, "pool_samples": 4}),  # pool phase and regrouped advantages
+])
+def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, arith_task, name, params):
     histories = []
     for isolated in (False, True):
         w = small_workload(tiny_checkpoint, **{"pipeline.workers": 5, "pipeline.trainers": 3})
         model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
         tok = AutoTokenizer.from_pretrained(tiny_checkpoint, padding_side="left")
-        path, params = REPO / "baselines" / "prefer_unused.py", {"buffer_size": 32}  # uses rng and use_count
+        path = REPO / "baselines" / f"{name}.py"
         strategy = (IsolatedStrategy(path, params, rng_seed=derive_seed(0, "strategy")) if isolated
                     else build_strategy(path, params))
         p = Pipeline(w, arith_task, model, tok, strategy, seed=0)

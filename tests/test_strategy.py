@@ -156,3 +156,34 @@ def test_prioritized_prefers_large_advantages_and_weights_them_down():
     weight_of = {r.rollout_id: w for r, w in zip(mixed.rollouts, mixed.weights)}
     assert weight_of[0] < min(w for i, w in weight_of.items() if i != 0)  # frequent -> small IS weight
     assert max(weight_of.values()) == pytest.approx(1.0)
+
+
+def test_rlep_mixes_each_fresh_group_with_replayed_successes_of_its_prompt():
+    from benchmark import Batch
+
+    s = build_strategy(BASELINES / "rlep.py", {"replay_k": 2, "buffer_size": 64})
+    assert s.pool_request() == (512, 8)
+    pool = [Rollout(100 + i, 50, "p", (1,), (2,), (-1.0,), 1.0, True, 0.0, 0, 0, 0.0) for i in range(3)]
+    s.add_pool(pool + [Rollout(200, 51, "q", (1,), (2,), (-1.0,), 0.0, False, 0.0, 0, 0, 0.0)], ctx())
+    assert set(s.pool) == {"p"}  # only successes are kept
+    fresh = [Rollout(i, 1, "p", (1,), (2,), (-1.0,), float(i == 0), i == 0, 0.0, 1, 1, 0.0) for i in range(4)]
+    s.add(fresh, ctx())
+    batch = s.sample(6, ctx())
+    assert isinstance(batch, Batch) and len(batch.rollouts) == 6
+    assert [r.rollout_id for r in batch.rollouts[:4]] == [0, 1, 2, 3]
+    assert {r.rollout_id for r in batch.rollouts[4:]} <= {100, 101, 102}
+    assert batch.regroup == [[0, 1, 2, 3, 4, 5]]
+    assert s.sample(6, ctx()) is None  # fresh rollouts are used once
+
+
+def test_engine_recomputes_advantages_over_the_mixed_group():
+    from benchmark.grpo import group_advantages
+    from benchmark.pipeline import Pipeline
+
+    fresh = [Rollout(i, 1, "p", (1,), (2,), (-1.0,), float(i == 0), i == 0, 9.0, 1, 1, 0.0) for i in range(4)]
+    replayed = [Rollout(100 + i, 0, "p", (1,), (2,), (-1.0,), 1.0, True, 9.0, 0, 0, 0.0) for i in range(2)]
+    mixed = Pipeline._regrouped(fresh + replayed, [[0, 1, 2, 3, 4, 5]])
+    expected = group_advantages([1.0, 0.0, 0.0, 0.0, 1.0, 1.0])
+    assert [r.advantage for r in mixed] == pytest.approx(expected)
+    assert all(r.group_reward_mean == pytest.approx(0.5) for r in mixed)
+    assert [r.advantage for r in fresh] == [9.0] * 4  # the engine's own records are untouched

@@ -49,7 +49,7 @@ def _run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, l
 
 def cmd_run(args) -> int:
     workload, strategy_params = _workload(args)
-    spec = RunSpec(workload, Path(args.strategy), strategy_params, args.seed)
+    spec = RunSpec(workload, Path(args.strategy), strategy_params, args.seed, isolated=args.isolate)
     summary = _run_with_progress(spec, resume=args.resume, summary_json=args.summary_json)
     console.print(
         f"[bold]{spec.strategy_name}[/] seed {spec.seed}: start {summary['start_accuracy']:.3f} -> "
@@ -78,7 +78,7 @@ def cmd_baselines(args) -> int:
     unknown = [n for n in names if n not in registry]
     if unknown:
         raise WorkloadError(f"unknown baseline(s) {', '.join(unknown)}; known: {', '.join(registry)}")
-    results = {}
+    results, failures = {}, []
     for name in names:
         entry = registry[name]
         overrides, strategy_params = split_overrides(args.set or [])
@@ -89,11 +89,17 @@ def cmd_baselines(args) -> int:
         workload = load_workload(args.workload, overrides)
         params = {**entry.get("params", {}), **strategy_params}
         for seed in args.seeds if args.seeds is not None else workload.seeds:
-            spec = RunSpec(workload, REPO_ROOT / "baselines" / entry["strategy"], params, seed)
+            spec = RunSpec(workload, REPO_ROOT / "baselines" / entry["strategy"], params, seed, isolated=args.isolate)
             label = f"{name} (W,T)=({workload.pipeline.workers},{workload.pipeline.trainers}) seed {seed}"
-            results.setdefault(name, []).append(_run_with_progress(spec, label=label))
-    print_ranking(args.workload, results)
-    return 0
+            try:
+                results.setdefault(name, []).append(_run_with_progress(spec, label=label))
+            except StrategyError as exc:  # recorded in MLflow as failed; the other runs go on
+                console.print(f"[red]{label} failed:[/] {exc}")
+                failures.append((label, str(exc)))
+    print_ranking(args.workload, {k: v for k, v in results.items() if v})
+    for label, verdict in failures:
+        console.print(f"[red]failed[/] {label}: {verdict}")
+    return 1 if failures else 0
 
 
 def print_ranking(workload_name: str, results: dict[str, list[dict]]) -> None:
@@ -164,6 +170,12 @@ def cmd_grade(args) -> int:
     return 0
 
 
+def cmd_leaderboard(args) -> int:
+    from benchmark.leaderboard import run_cli
+
+    return run_cli(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="replaybench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -175,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--budget", type=float, help="compute budget in normalised units (default: the workload's)")
         p.add_argument("--workers", type=int, help="inference workers W (W + T must equal the workload's devices)")
         p.add_argument("--trainers", type=int, help="trainers T")
+        p.add_argument("--isolate", action="store_true",
+                       help="run the strategy in its own process under time and memory limits (as official runs do)")
 
     p = sub.add_parser("run", help="one training run, recorded in MLflow")
     common(p)
@@ -207,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=5.0, help="seconds per item; past it, graded incorrect")
     p.add_argument("--workers", type=int, default=2, help="grading processes")
     p.set_defaults(func=cmd_grade)
+
+    from benchmark.leaderboard import add_arguments as leaderboard_arguments
+
+    p = sub.add_parser("leaderboard", help="ranked table from MLflow; `build` writes leaderboard/, `freeze-target`")
+    leaderboard_arguments(p)
+    p.set_defaults(func=cmd_leaderboard)
     return parser
 
 

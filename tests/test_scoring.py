@@ -1,0 +1,156 @@
+"""The scorer on synthetic curves whose answers are known by hand."""
+
+import math
+
+import numpy as np
+import pytest
+
+from benchmark import scoring
+from benchmark.scoring import SeedResult
+
+BUDGET = 1000.0
+
+
+def curve(*accs, every=250.0):
+    """Evaluations at 0, every, 2*every, ... with the given accuracies."""
+    return [{"compute": i * every, "trainer_step": i, "accuracy": a, "pass_at_1": a, "pass_at_4": min(1.0, 2 * a)}
+            for i, a in enumerate(accs)]
+
+
+def test_compute_to_target_first_scheduled_eval_at_or_above():
+    c = curve(0.1, 0.3, 0.5, 0.4, 0.6)
+    assert scoring.compute_to_target(c, 0.5, BUDGET) == 500.0  # >=, the first one
+    assert scoring.compute_to_target(c, 0.45, BUDGET) == 500.0
+    assert scoring.compute_to_target(c, 0.1, BUDGET) == 250.0  # met at the start: the next eval, never 0
+    assert scoring.compute_to_target(c, 0.61, BUDGET) == math.inf
+
+
+def test_points_past_the_budget_do_not_count():
+    c = curve(0.1, 0.2, 0.3, 0.4, 0.5, 0.9)  # the last point is at 1250 > budget
+    assert scoring.compute_to_target(c, 0.9, BUDGET) == math.inf
+    assert scoring.best_point(c, BUDGET)["accuracy"] == 0.5
+
+
+def test_best_point_ties_take_the_earliest():
+    c = curve(0.1, 0.5, 0.2, 0.5, 0.3)
+    best = scoring.best_point(c, BUDGET)
+    assert best["compute"] == 250.0 and best["pass_at_4"] == 1.0
+
+
+def test_normalised_auc_trapezoid():
+    # 0 -> 1 linearly over the budget: area 1/2
+    assert scoring.normalised_auc(curve(0.0, 0.25, 0.5, 0.75, 1.0), BUDGET) == pytest.approx(0.5)
+    assert scoring.normalised_auc(curve(0.4, 0.4, 0.4, 0.4, 0.4), BUDGET) == pytest.approx(0.4)
+    # (0.2+0.6)/2*250 + (0.6+0.6)/2*750 = 100 + 450 -> 0.55; the curve is held flat after its last point
+    assert scoring.normalised_auc(curve(0.2, 0.6), BUDGET) == pytest.approx(0.55)
+
+
+def test_medians_quartiles_and_infinity():
+    inf = math.inf
+    assert scoring.median([3, 1, 2]) == 2
+    assert scoring.median([1, 2, 3, 4]) == 2.5
+    assert scoring.median([1, 2, inf, inf]) == inf
+    assert scoring.median_low([1, 2, 3, 4]) == 2
+    assert scoring.median_low([100, 200, inf, inf]) == 200  # inf counts, half the seeds reached it by 200
+    assert scoring.median_low([100, inf, inf, inf]) == inf
+    assert scoring.quantile([1, 2, 3, 4, 5], 0.25) == 2
+    assert scoring.quantile([1, 2, 3, 4], 0.75) == 3.25
+    s = scoring.summarise([100, 200, inf, inf], scoring.median_low)
+    assert s["median"] == 200 and s["q1"] == 175 and s["q3"] == inf and s["iqr"] == inf
+    assert scoring.summarise([inf, inf, inf, inf])["iqr"] is None
+
+
+def test_reference_target_and_speedup_exactly_one():
+    curves = [curve(0.1, 0.3, 0.5, 0.6, 0.6), curve(0.1, 0.2, 0.4, 0.5, 0.62),
+              curve(0.1, 0.4, 0.55, 0.58, 0.59), curve(0.1, 0.1, 0.3, 0.45, 0.52)]
+    ref = scoring.reference_target(curves, BUDGET)
+    assert ref["median_best_accuracy"] == pytest.approx((0.59 + 0.6) / 2)
+    assert ref["target_accuracy"] == pytest.approx(0.98 * 0.595)  # 0.5831
+    assert ref["compute_to_target"] == [750.0, 1000.0, 1000.0, math.inf]
+    assert ref["reference_compute_to_target"] == 1000.0
+    runs = [SeedResult(f"r{i}", i, c) for i, c in enumerate(curves)]
+    s = scoring.score_workload(runs, ref["target_accuracy"], BUDGET, ref["reference_compute_to_target"], "ref")
+    assert s.speedup["median"] == 1.0 and s.capped_speedup == 1.0  # exactly, by construction
+    assert scoring.geometric_mean([s.capped_speedup] * 3) == 1.0
+
+
+@pytest.mark.parametrize("seed_ctts", [[100.0, 250.0, 400.0, 900.0], [120.0, 120.0, 500.0], [333.0, 777.0]])
+def test_reference_speedup_is_one_for_any_seed_values(seed_ctts):
+    ref = scoring.median_low(seed_ctts)
+    runs = [SeedResult(f"r{i}", i, [{"compute": 0.0, "accuracy": 0.0},
+                                     {"compute": c, "accuracy": 1.0}]) for i, c in enumerate(seed_ctts)]
+    s = scoring.score_workload(runs, 0.5, BUDGET, ref, "ref")
+    assert s.speedup["median"] == 1.0
+
+
+def test_speedup_median_equals_median_of_per_seed_speedups():
+    ctts = [200.0, 400.0, 500.0, math.inf]
+    runs = [SeedResult(f"r{i}", i, [{"compute": 0.0, "accuracy": 0.0}] +
+                       ([{"compute": c, "accuracy": 1.0}] if math.isfinite(c) else [])) for i, c in enumerate(ctts)]
+    s = scoring.score_workload(runs, 0.5, BUDGET, 800.0, "e")
+    per_seed = sorted(v["speedup"] for v in s.per_run.values())
+    assert per_seed == [0.0, 1.6, 2.0, 4.0]  # inf -> speedup 0, still counted
+    assert s.speedup["median"] == 2.0 == per_seed[len(per_seed) // 2]  # upper median of per-seed speedups
+    assert s.compute_to_target["median"] == 400.0
+
+
+def test_never_reaching_is_zero_speedup_but_capped_is_finite():
+    runs = [SeedResult(f"r{i}", i, curve(0.1, 0.1, 0.1, 0.1, 0.1)) for i in range(4)]
+    s = scoring.score_workload(runs, 0.5, BUDGET, 500.0, "never")
+    assert s.compute_to_target["median"] == math.inf
+    assert s.speedup["median"] == 0.0 and s.speedup["ci95"] == [0.0, 0.0]
+    assert s.capped_speedup == pytest.approx(500.0 / 1001.0)  # AlgoPerf: budget + 1
+
+
+def test_bootstrap_is_reproducible_and_brackets_the_median():
+    ctts = [100.0, 150.0, 200.0, 300.0, 800.0]
+    a = scoring.bootstrap_lower_medians(ctts, scoring.stable_seed("x"))
+    b = scoring.bootstrap_lower_medians(ctts, scoring.stable_seed("x"))
+    c = scoring.bootstrap_lower_medians(ctts, scoring.stable_seed("y"))
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert a.shape == (scoring.BOOTSTRAP_RESAMPLES,) and set(np.unique(a)) <= set(ctts)
+    lo, hi = scoring.interval(a)
+    assert lo <= 200.0 <= hi
+    runs = [SeedResult(f"r{i}", i, [{"compute": 0.0, "accuracy": 0.0}, {"compute": c, "accuracy": 1.0}])
+            for i, c in enumerate(ctts)]
+    s1 = scoring.score_workload(runs, 0.5, BUDGET, 200.0, "e")
+    s2 = scoring.score_workload(list(reversed(runs)), 0.5, BUDGET, 200.0, "e")
+    assert s1.speedup["ci95"] == s2.speedup["ci95"]
+    assert s1.speedup["ci95"][0] <= 1.0 <= s1.speedup["ci95"][1]
+
+
+def test_performance_profile_against_hand_computation():
+    inf = math.inf
+    ctt = {"a": {"w1": 100.0, "w2": 400.0, "w3": inf},
+           "b": {"w1": 200.0, "w2": 100.0, "w3": 50.0},
+           "c": {"w1": 500.0, "w2": inf, "w3": 100.0}}
+    scores = scoring.performance_profile_scores(ctt, ["w1", "w2", "w3"], tau_max=4.0)
+    # best: w1 100, w2 100, w3 50. ratios a: 1, 4, inf; b: 2, 1, 1; c: 5, inf, 2
+    # per workload (4 - r)/3 when r <= 4: a: 1 + 0 + 0; b: 2/3 + 1 + 1; c: 0 + 0 + 2/3
+    assert scores["a"] == pytest.approx(1 / 3)
+    assert scores["b"] == pytest.approx((2 / 3 + 2) / 3)
+    assert scores["c"] == pytest.approx((2 / 3) / 3)
+    # the same by numerically integrating rho(tau) over [1, 4]
+    taus = np.linspace(1, 4, 300001)
+    for name, per in ctt.items():
+        ratios = np.array([per[w] / min(e[w] for e in ctt.values()) for w in ("w1", "w2", "w3")])
+        rho = (ratios[None, :] <= taus[:, None]).mean(axis=1)
+        assert np.trapezoid(rho, taus) / 3 == pytest.approx(scores[name], abs=1e-4)
+
+
+def test_ranks_ties_and_bands():
+    assert list(scoring.competition_ranks([2.0, 3.0, 2.0, 1.0])) == [2, 1, 2, 4]
+    boot = np.array([[2.0, 3.0, 2.0, 1.0], [3.0, 2.0, 2.0, 1.0]])
+    assert scoring.competition_ranks(boot).tolist() == [[2, 1, 2, 4], [1, 2, 2, 4]]
+    # intervals [1,2], [1,2], [3,3], [3,5], [5,5] -> bands 1, 1, 2, 2, 2 (4 overlaps 5 via [3,5])
+    assert scoring.rank_bands([1, 2, 3, 4, 5], [(1, 2), (1, 2), (3, 3), (3, 5), (5, 5)]) == [1, 1, 2, 2, 2]
+    assert scoring.rank_bands([1, 2, 3], [(1, 1), (2, 2), (3, 3)]) == [1, 2, 3]
+
+
+def test_rank_with_confidence_separates_clear_winners():
+    rng = np.random.default_rng(0)
+    boot = np.stack([rng.normal(10, 0.1, 500), rng.normal(5, 0.1, 500), rng.normal(5.05, 0.1, 500)], axis=1)
+    point, intervals, bands = scoring.rank_with_confidence([10.0, 5.0, 5.05], boot)
+    assert point == [1, 3, 2]
+    assert intervals[0] == (1, 1)
+    assert bands == [1, 2, 2]  # the two close entries share a band

@@ -37,12 +37,12 @@ def _run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, l
     budget = spec.workload.budget
     columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"), TimeElapsedColumn()]
     with Progress(*columns, console=console, transient=False) as bar:
-        job = bar.add_task(label or spec.run_key(), total=budget, status="")
+        job = bar.add_task(label or f"{spec.strategy_name} seed {spec.seed}", total=budget, status="")
 
         def progress(p):
             acc = p.eval_history[-1]["accuracy"] if p.eval_history else float("nan")
             bar.update(job, completed=min(p.compute_used, budget),
-                       status=f"compute {p.compute_used:,.0f}/{budget:,.0f}  step {p.trainer_step}  acc {acc:.3f}")
+                       status=f"{p.compute_used / budget:4.0%} of budget  step {p.trainer_step}  acc {acc:.3f}")
 
         return run(spec, resume=resume, summary_json=summary_json, progress=progress)
 
@@ -90,7 +90,7 @@ def cmd_baselines(args) -> int:
         params = {**entry.get("params", {}), **strategy_params}
         for seed in args.seeds if args.seeds is not None else workload.seeds:
             spec = RunSpec(workload, REPO_ROOT / "baselines" / entry["strategy"], params, seed, isolated=args.isolate)
-            label = f"{name} (W,T)=({workload.pipeline.workers},{workload.pipeline.trainers}) seed {seed}"
+            label = f"{name} ({workload.pipeline.workers},{workload.pipeline.trainers}) seed {seed}"
             try:
                 results.setdefault(name, []).append(_run_with_progress(spec, label=label))
             except StrategyError as exc:  # recorded in MLflow as failed; the other runs go on
@@ -230,8 +230,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_libraries() -> None:
+    """Our progress bar is the one to read: silence the libraries' bars and info logs."""
+    import logging
+    import os
+
+    from transformers.utils import logging as hf_logging
+
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _quiet_libraries()
     try:
         return args.func(args)
     except USER_ERRORS as exc:

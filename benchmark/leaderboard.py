@@ -127,6 +127,12 @@ def canonical_workload(config: dict) -> dict:
     return json.loads(json.dumps(flat, sort_keys=True, default=str))  # as stored in JSON: tuples -> lists
 
 
+def differing_settings(run: dict, official: dict) -> list[str]:
+    """Keys whose values differ. A key the run lacks is a field added to the workload after the run,
+    whose default keeps the old behaviour (the rule for adding fields), so it does not count."""
+    return sorted(k for k in run if run[k] != official.get(k))
+
+
 def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -186,7 +192,7 @@ def freeze_target(workload: str, records: list[RunRecord] | None = None, targets
     records = load_runs([w.name]) if records is None else records
     candidates = [r for r in records if r.workload == w.name and r.strategy == REFERENCE and r.status == "finished"
                   and r.summary is not None and str(r.workload_version) == str(w.version)
-                  and canonical_workload(r.summary["config"]["workload"]) == canonical]
+                  and not differing_settings(canonical_workload(r.summary["config"]["workload"]), canonical)]
     if group:
         candidates = [r for r in candidates if r.group == group]
     groups: dict[str, list[RunRecord]] = {}
@@ -279,9 +285,8 @@ def _compliance_problem(rec: RunRecord, target: dict) -> str | None:
         s["eval_curve"]
     except (KeyError, TypeError) as exc:
         return f"non-compliant: summary.json lacks {exc}"
-    if canonical != target["workload_config"]:
-        keys = sorted(k for k in set(canonical) | set(target["workload_config"])
-                      if canonical.get(k) != target["workload_config"].get(k))
+    keys = differing_settings(canonical, target["workload_config"])
+    if keys:
         shown = ", ".join(f"{k}={canonical.get(k)!r} (official {target['workload_config'].get(k)!r})"
                           for k in keys[:3])
         return f"non-compliant: workload settings differ from the official ones: {shown}" + (

@@ -18,8 +18,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@
 
+# The main job: the reference baselines on the CPU tier (4 seeds each, about 20 minutes on two
+# cores), then the leaderboard rebuilt from MLflow (leaderboard/results.json, LEADERBOARD.md).
 baselines: setup
 	$(BIN)/replaybench baselines
+	$(BIN)/replaybench leaderboard build
 
 test: setup
 	$(BIN)/python -m pytest

@@ -169,6 +169,7 @@ def write_atomic(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; these are published files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -1,19 +1,5 @@
-"""OpenR1-Math-220k prompt, gold answer and reward (lm-eval `!function` targets)."""
+"""OpenR1-Math-220k prompt, gold answer and reward (lm-eval `!function` targets), shared by the math tasks."""
 
-from benchmark.verifiers import grade, last_boxed
+from benchmark.math_task import INSTRUCTION, doc_to_target, doc_to_text, process_results
 
-INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
-
-
-def doc_to_text(doc: dict) -> str:
-    # Plain text: a real model's chat template is applied by the generation engine.
-    return f"{doc['problem']}\n\n{INSTRUCTION}"
-
-
-def doc_to_target(doc: dict) -> str:
-    """`answer`; where it is empty, the last \\boxed{} of `solution` (where open-r1's reward takes its gold)."""
-    return doc.get("answer") or last_boxed(doc.get("solution") or "") or ""
-
-
-def process_results(doc: dict, results: list[str]) -> dict:
-    return {"math_verify": float(grade(doc_to_target(doc), results[0]).correct)}
+__all__ = ["INSTRUCTION", "doc_to_target", "doc_to_text", "process_results"]

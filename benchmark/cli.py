@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -15,11 +16,12 @@ from rich.table import Table
 from benchmark.policy import PolicyError
 from benchmark.runner import RunError, RunSpec, run, set_threads
 from benchmark.strategy import StrategyError
+from benchmark.submission import SubmissionError
 from benchmark.tasks import TaskError
 from benchmark.workload import WorkloadError, list_workloads, load_workload, split_overrides
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-USER_ERRORS = (WorkloadError, StrategyError, TaskError, PolicyError, RunError)
+USER_ERRORS = (WorkloadError, StrategyError, TaskError, PolicyError, RunError, SubmissionError)
 console = Console(stderr=True)
 
 
@@ -176,6 +178,57 @@ def cmd_leaderboard(args) -> int:
     return run_cli(args)
 
 
+def cmd_validate(args) -> int:
+    """Schema, then a short sandboxed dry run on the CPU workload in a throw-away MLflow store."""
+    import os
+    import subprocess
+    import tempfile
+
+    from benchmark.submission import load_submission
+
+    sub = load_submission(args.entry)
+    workload = sub.workload_for(args.workload)
+    console.print(f"[green]ok[/] {sub.folder / 'submission.yaml'}: {sub.name}, track {sub.track}, "
+                  f"(W,T) = ({sub.workers},{sub.trainers}), params {sub.strategy_params()}")
+    with tempfile.TemporaryDirectory(prefix="replaybench-validate-") as tmp:
+        env = {**os.environ, "REPLAYBENCH_RUNS_DIR": tmp, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db"}
+        budget = workload.eval.every  # a few trainer steps, one evaluation in the middle
+        command = [sys.executable, "-m", "benchmark.cli", "run", "--workload", args.workload, "--isolate",
+                   "--strategy", str(sub.strategy), "--workers", str(sub.workers), "--trainers", str(sub.trainers),
+                   "--budget", str(budget), "--set", f"eval.every={budget / 2}", "--set", "eval.num_problems=50",
+                   "--set", "eval.pass_k_problems=0", "--set", f"grpo.loss={sub.loss}"]
+        command += [f"--set={k}={v}" for k, v in sub.strategy_params().items()]
+        command += ["--summary-json", f"{tmp}/summary.json"]
+        result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
+            console.print(f"[red]dry run failed:[/] {' '.join((errors or result.stderr.splitlines() or [''])[-3:])}")
+            return 1
+        summary = json.loads(Path(tmp, "summary.json").read_text())
+    console.print(f"[green]ok[/] sandboxed dry run on {args.workload} ({budget:,.0f} compute units): "
+                  f"{summary['trainer_steps']} trainer steps, replay ratio {summary['replay_ratio']:.2f}, "
+                  f"{summary['strategy_ms_per_call']:.2f} ms per strategy call")
+    return 0
+
+
+def cmd_submit(args) -> int:
+    from benchmark.submission import load_submission
+
+    sub = load_submission(args.entry)
+    tags = {"submission": sub.name, "submission_sha256": sub.content_sha256(), "track": sub.track}
+    failures = 0
+    for spec in sub.run_specs(args.workload, args.seeds):
+        spec.tags = tags
+        try:
+            _run_with_progress(spec, label=f"{sub.name} seed {spec.seed}")
+        except StrategyError as exc:  # recorded in MLflow as failed; the other seeds go on
+            console.print(f"[red]{sub.name} seed {spec.seed} failed:[/] {exc}")
+            failures += 1
+    console.print(f"recorded in MLflow with tags replaybench.submission={sub.name}, track {sub.track}; "
+                  f"see `replaybench leaderboard --workload {args.workload}`")
+    return 1 if failures else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="replaybench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -221,6 +274,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=5.0, help="seconds per item; past it, graded incorrect")
     p.add_argument("--workers", type=int, default=2, help="grading processes")
     p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("validate", help="check a submission: schema, then a short sandboxed dry run")
+    p.add_argument("entry", help="the submission folder, e.g. submissions/example_entry")
+    p.add_argument("--workload", default="arith-tiny")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("submit", help="run a submission over the workload's pinned seeds, sandboxed, into MLflow")
+    p.add_argument("entry", help="the submission folder")
+    p.add_argument("--workload", default="arith-tiny")
+    p.add_argument("--seeds", type=int, nargs="+", help="default: the workload's pinned seeds")
+    p.set_defaults(func=cmd_submit)
 
     from benchmark.leaderboard import add_arguments as leaderboard_arguments
 

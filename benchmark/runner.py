@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -34,6 +34,7 @@ class RunSpec:
     strategy_params: dict
     seed: int
     isolated: bool = False  # run the strategy in its own process, under limits (official runs)
+    tags: dict = field(default_factory=dict)  # extra replaybench.* tags, e.g. submission and track
 
     def __post_init__(self):
         self.strategy_path = Path(self.strategy_path)
@@ -86,7 +87,8 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
     model, tokenizer, start_info = load_start_policy(w)
     tags = {f"{TAG}workload": w.name, f"{TAG}workload_version": w.version, f"{TAG}strategy": spec.strategy_name,
             f"{TAG}group": spec.group_key(), f"{TAG}seed": spec.seed, f"{TAG}status": "running",
-            f"{TAG}task_version": task.version, f"{TAG}isolated": spec.isolated}
+            f"{TAG}task_version": task.version, f"{TAG}isolated": spec.isolated,
+            **{f"{TAG}{k}": v for k, v in spec.tags.items()}}
     params = {**config, "code_version": code_version(), "start_checkpoint_sha256": start_info["weights_sha256"],
               "task_version": task.version}
     try:

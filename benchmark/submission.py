@@ -1,0 +1,114 @@
+"""Submissions: `submissions/<entry>/submission.yaml` + `strategy.py`, validated and run under the rules.
+
+Tracks:
+  buffer  the entry chooses only its strategy, its (W, T) and its buffer size; the loss is GRPO.
+  open    it may also choose a registered loss (`grpo` or `asymre`).
+Everything else (model, task, learning rate, G, B, evaluation, budget, seeds) is the workload's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from benchmark.runner import RunSpec
+from benchmark.workload import Workload, load_workload
+
+TRACKS = ("buffer", "open")
+LOSSES = ("grpo", "asymre")
+REQUIRED = ("name", "authors", "contact", "description", "strategy", "track", "workers", "trainers")
+OPTIONAL = ("buffer_size", "hyperparameters", "loss")  # the class: the file's one subclass, or STRATEGY = X
+
+
+class SubmissionError(Exception):
+    """A submission that does not validate; the message names every problem and its fix."""
+
+
+@dataclass
+class Submission:
+    folder: Path
+    name: str
+    authors: list[str]
+    contact: str
+    description: str
+    strategy: Path
+    track: str
+    workers: int
+    trainers: int
+    buffer_size: int | None = None
+    hyperparameters: dict = field(default_factory=dict)
+    loss: str = "grpo"
+
+    def content_sha256(self) -> str:
+        """Hash of every file of the entry (names and bytes): what was run is what is on record."""
+        digest = hashlib.sha256()
+        for path in sorted(p for p in self.folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            digest.update(str(path.relative_to(self.folder)).encode())
+            digest.update(path.read_bytes())
+        return digest.hexdigest()
+
+    def strategy_params(self) -> dict:
+        params = dict(self.hyperparameters)
+        if self.buffer_size is not None:
+            params["buffer_size"] = self.buffer_size
+        return params
+
+    def workload_for(self, workload_name: str, budget: float | None = None) -> Workload:
+        overrides = {"pipeline.workers": self.workers, "pipeline.trainers": self.trainers, "grpo.loss": self.loss}
+        if budget is not None:
+            overrides["budget"] = budget
+        return load_workload(workload_name, overrides)
+
+    def run_specs(self, workload_name: str, seeds: list[int] | None = None, budget: float | None = None):
+        workload = self.workload_for(workload_name, budget)
+        return [RunSpec(workload, self.strategy, self.strategy_params(), seed, isolated=True)
+                for seed in (seeds if seeds is not None else workload.seeds)]
+
+
+def load_submission(folder: str | Path) -> Submission:
+    folder = Path(folder)
+    path = folder / "submission.yaml"
+    if not path.is_file():
+        raise SubmissionError(f"{path} not found: a submission is a folder with submission.yaml and strategy.py "
+                              "(copy submissions/example_entry)")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise SubmissionError(f"{path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SubmissionError(f"{path} must be a mapping of fields")
+    problems = [f"missing field `{k}`" for k in REQUIRED if k not in data]
+    problems += [f"unknown field `{k}` (known: {', '.join(REQUIRED + OPTIONAL)})"
+                 for k in data if k not in REQUIRED + OPTIONAL]
+    if data.get("track") not in TRACKS:
+        problems.append(f"track must be one of {', '.join(TRACKS)}, not {data.get('track')!r}")
+    loss = data.get("loss", "grpo")
+    if loss not in LOSSES:
+        problems.append(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
+    elif loss != "grpo" and data.get("track") == "buffer":
+        problems.append("the buffer track fixes the loss to grpo: remove `loss` or use track: open")
+    for key in ("workers", "trainers"):
+        if key in data and not (isinstance(data[key], int) and data[key] >= 1):
+            problems.append(f"{key} must be a positive integer")
+    if "buffer_size" in data and not (isinstance(data["buffer_size"], int) and data["buffer_size"] >= 1):
+        problems.append("buffer_size must be a positive integer")
+    if not isinstance(data.get("hyperparameters", {}), dict):
+        problems.append("hyperparameters must be a mapping (name: value)")
+    if isinstance(data.get("hyperparameters"), dict) and "buffer_size" in data["hyperparameters"]:
+        problems.append("set buffer_size at the top level, not under hyperparameters")
+    strategy = folder / str(data.get("strategy", ""))
+    if "strategy" in data and not strategy.is_file():
+        problems.append(f"strategy file {strategy} not found")
+    authors = data.get("authors", [])
+    if problems:
+        raise SubmissionError(f"{path}:\n  - " + "\n  - ".join(problems))
+    return Submission(
+        folder=folder, name=str(data["name"]), authors=authors if isinstance(authors, list) else [str(authors)],
+        contact=str(data["contact"]), description=str(data["description"]), strategy=strategy,
+        track=data["track"], workers=data["workers"], trainers=data["trainers"],
+        buffer_size=data.get("buffer_size"), hyperparameters=dict(data.get("hyperparameters", {})),
+        loss=loss,
+    )

@@ -1,0 +1,70 @@
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmark.submission import SubmissionError, load_submission
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "submissions" / "example_entry"
+
+
+def test_example_entry_loads_with_pinned_seeds_and_sandboxed_runs():
+    sub = load_submission(EXAMPLE)
+    assert (sub.track, sub.workers, sub.trainers) == ("buffer", 5, 3)
+    specs = sub.run_specs("arith-tiny")
+    assert [s.seed for s in specs] == [0, 1, 2, 3]  # the workload's pinned seeds
+    assert all(s.isolated for s in specs)
+    assert specs[0].strategy_params == {"max_uses": 4, "buffer_size": 256}
+    assert specs[0].workload.grpo.loss == "grpo" and specs[0].workload.grpo.lr == 1e-4  # pinned by the workload
+
+
+def test_content_hash_changes_with_any_file(tmp_path):
+    entry = tmp_path / "entry"
+    shutil.copytree(EXAMPLE, entry)
+    before = load_submission(entry).content_sha256()
+    assert load_submission(entry).content_sha256() == before
+    (entry / "strategy.py").write_text((entry / "strategy.py").read_text() + "\n# tweak\n")
+    assert load_submission(entry).content_sha256() != before
+
+
+def write(tmp_path, text):
+    (tmp_path / "strategy.py").write_text("")
+    (tmp_path / "submission.yaml").write_text(text)
+    return tmp_path
+
+
+BASE = ("name: x\nauthors: [a]\ncontact: c\ndescription: d\nstrategy: strategy.py\n"
+        "workers: 5\ntrainers: 3\n")
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("track: fast\n", "track must be one of buffer, open"),
+    ("track: buffer\nloss: asymre\n", "the buffer track fixes the loss to grpo"),
+    ("track: open\nloss: ppo\n", "loss must be one of grpo, asymre"),
+    ("track: buffer\nlr: 0.1\n", "unknown field `lr`"),
+    ("track: buffer\nhyperparameters: {buffer_size: 3}\n", "set buffer_size at the top level"),
+])
+def test_schema_problems_are_named(tmp_path, extra, message):
+    with pytest.raises(SubmissionError, match=message):
+        load_submission(write(tmp_path, BASE + extra))
+
+
+def test_open_track_may_choose_a_registered_loss(tmp_path):
+    sub = load_submission(write(tmp_path, BASE + "track: open\nloss: asymre\n"))
+    assert sub.workload_for("arith-tiny").grpo.loss == "asymre"
+
+
+def test_missing_folder_names_the_fix(tmp_path):
+    with pytest.raises(SubmissionError, match="copy submissions/example_entry"):
+        load_submission(tmp_path / "nothing")
+
+
+@pytest.mark.slow
+def test_validate_runs_a_sandboxed_dry_run(isolated_runs):
+    result = subprocess.run([sys.executable, "-m", "benchmark.cli", "validate", str(EXAMPLE)], cwd=REPO,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "sandboxed dry run" in result.stderr and "trainer steps" in result.stderr

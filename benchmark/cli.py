@@ -114,7 +114,7 @@ def print_ranking(workload_name: str, results: dict[str, list[dict]]) -> None:
     table = Table(title=f"{workload_name}: best accuracy within budget (median over seeds)")
     for col in ("rank", "strategy", "seeds", "best acc (median)", "IQR", "start acc", "compute at best (median)",
                 "replay ratio"):
-        table.add_column(col, justify="right" if col not in ("strategy",) else "left")
+        table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=col == "strategy")
     for rank, (median, name, summaries, best) in enumerate(rows, 1):
         table.add_row(
             str(rank), name, str(len(summaries)), f"{median:.3f}", f"{_iqr(best):.3f}",

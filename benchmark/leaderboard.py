@@ -392,7 +392,10 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
         n_excl = sum(1 for x in excluded if x["group"] in entry["groups"].values())
         if n_excl:
             flags.append(f"{n_excl} run(s) excluded, see below")
-        is_ref = any(set(targets[w]["run_ids"]) & set(per_w[w].run_ids) for w in workloads)
+        # the frozen runs themselves, or the same reference configuration run again (e.g. on a fresh clone)
+        is_ref = any(set(targets[w]["run_ids"]) & set(per_w[w].run_ids) or (
+            ident["strategy"] == REFERENCE and (ident["workers"], ident["trainers"]) == (
+                targets[w]["reference"]["workers"], targets[w]["reference"]["trainers"])) for w in workloads)
         entries.append({
             "rank": point[i], "rank_interval": list(intervals[i]), "band": bands[i], "key": key, "label": label,
             "strategy": ident["strategy"], "strategy_sha256": ident["sha256"], "params": ident["params"],
@@ -491,7 +494,8 @@ def print_leaderboard(results: dict, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    # a wide table: never squeeze it into an 80-column pipe (lines may wrap in a narrow terminal instead)
+    console = console or Console(width=max(Console().width, 170))
     header, rows = table_rows(results)
     table = Table(title=_title(results),
                   caption="speedup = reference compute-to-target / entry's (median over seeds); ranked by it; "

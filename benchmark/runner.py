@@ -161,6 +161,7 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
     recorder.log_json(config, "config.json")
     recorder.log_text(spec.strategy_path.read_text(), spec.strategy_path.name)
     recorder.log_json(pipeline.last_samples, "eval_samples.json")
+    recorder.log_curve_plot(summary["eval_curve"], f"{w.name}: {spec.strategy_name}, seed {spec.seed}")
     recorder.set_tags({f"{TAG}status": "finished", f"{TAG}best_accuracy": summary["best"]["accuracy"]})
     recorder.finish()
     if summary_json:

@@ -120,6 +120,24 @@ class RunRecorder:
     def log_json(self, obj, name: str) -> None:
         self.log_text(json.dumps(obj, indent=2, default=str) + "\n", name)
 
+    def log_curve_plot(self, curve: list[dict], title: str, name: str = "accuracy_vs_compute.svg") -> None:
+        """The run's accuracy-vs-compute curve as an SVG artifact, so `mlflow ui` shows it."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot([p["compute"] for p in curve], [p["accuracy"] for p in curve], marker="o", markersize=3)
+        ax.set(xlabel="compute (normalised units)", ylabel="eval accuracy", title=title)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / name
+            fig.savefig(path, format="svg", metadata={"Date": None})  # no timestamp: same run, same bytes
+            self.client.log_artifact(self.run_id, str(path))
+        plt.close(fig)
+
     def finish(self, status: str = "FINISHED") -> None:
         self.client.set_terminated(self.run_id, status=status)
 

@@ -39,7 +39,8 @@ def test_same_seed_and_config_give_identical_metrics_in_mlflow(tiny_checkpoint, 
     runs = find_runs("arith-tiny", f"tags.`replaybench.group` = '{spec.group_key()}'")
     assert len(runs) == 2 and {r.data.tags["replaybench.status"] for r in runs} == {"finished"}
     artifacts = {f.path for f in client().list_artifacts(a["mlflow_run_id"])}
-    assert {"summary.json", "config.json", "fifo_uniform.py", "eval_samples.json"} <= artifacts
+    expected = {"summary.json", "config.json", "fifo_uniform.py", "eval_samples.json", "accuracy_vs_compute.svg"}
+    assert expected <= artifacts
 
 
 def _cli(args, env):

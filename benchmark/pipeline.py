@@ -83,7 +83,6 @@ class Pipeline:
         self.eval_engine = HFEngine(model, tokenizer)
         self.train_docs = task.docs("train")
         self.eval_docs = task.docs("test")[: workload.eval.num_problems]
-        self.docs_by_id = {str(d["id"]): d for d in self.train_docs}
 
         self.clock = 0.0
         self.events: list[Event] = []
@@ -376,11 +375,8 @@ class Pipeline:
     def trainer_idle_fraction(self) -> float:
         busy = self.trainer_busy_time
         if self.trainer_busy:  # the step in flight ends in the future: count only its elapsed part
-            busy -= self.events_end_of_train() - self.clock
+            busy -= next(e.time for e in self.events if e.kind == TRAIN_DONE) - self.clock
         return 1.0 - busy / self.clock if self.clock > 0 else 0.0
-
-    def events_end_of_train(self) -> float:
-        return next(e.time for e in self.events if e.kind == TRAIN_DONE)
 
     def worker_idle_fraction(self) -> float:
         busy = self.worker_busy_time + sum(self.clock - t for t in self.worker_started.values())
@@ -416,7 +412,7 @@ class Pipeline:
     # ---- checkpoints ----------------------------------------------------------------------
     def state_dict(self) -> dict:
         skip = {"w", "task", "tokenizer", "strategy", "trainer", "engine", "eval_engine", "train_docs",
-                "eval_docs", "docs_by_id", "strategy_rng"}
+                "eval_docs", "strategy_rng"}
         state = {k: v for k, v in vars(self).items() if k not in skip}
         state["strategy_rng"] = self.strategy_rng.bit_generator.state
         state["strategy"] = self.strategy.state_dict()

@@ -51,7 +51,6 @@ class PipelineConfig:
     trainers: int = 4
     sync_every: int = 1  # workers receive the trainers' weights every this many steps
     mu: float = 5.28  # cost of generating a token / cost of training on it (Qwen2.5-7B in the paper)
-    max_rollouts_in_flight: int = 0  # unused by the virtual-time pipeline (reserved for real executors)
 
 
 @dataclass

@@ -1,4 +1,8 @@
-"""`replaybench grade`: grade lines of {"gold": ..., "completion": ...} with a task's verifier."""
+"""`replaybench grade`: grade lines of {"gold": ..., "completion": ...} with a task's verifier.
+
+For a Lean task the gold is the statement with its header (the task's doc_to_target); a line may give
+{"name": ...} instead of "gold" to grade against the statement of the task's document of that name.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,22 @@ import json
 import sys
 from pathlib import Path
 
-from benchmark.tasks import TaskError, load_task
+from benchmark import lean
+from benchmark.tasks import Task, TaskError, load_task
 from benchmark.verifiers import DEFAULT_TIMEOUT, TIMEOUT, grade_many
 
 # metadata.verifier of a task YAML -> a batch grader: (pairs, timeout, workers) -> verdicts
-VERIFIERS = {"math": grade_many}
+VERIFIERS = {"math": grade_many, "lean": lean.check_many}
+# seconds per item when the caller gives none (None: the verifier's own default or environment setting)
+DEFAULT_TIMEOUTS = {"math": DEFAULT_TIMEOUT, "lean": None}
 
 
 class GradingError(ValueError):
     """An input file that cannot be graded; the message names the line."""
 
 
-def read_pairs(path: Path) -> list[tuple[str, str]]:
+def read_pairs(path: Path, gold_by_name: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(gold, completion) per line; with `gold_by_name`, a line may name its document instead of a gold."""
     pairs = []
     with Path(path).open() as f:
         for number, line in enumerate(f, 1):
@@ -25,22 +33,37 @@ def read_pairs(path: Path) -> list[tuple[str, str]]:
                 continue
             try:
                 row = json.loads(line)
+                if "gold" not in row and gold_by_name is not None and "name" in row:
+                    if row["name"] not in gold_by_name:
+                        raise GradingError(f"{path}:{number}: no document named {row['name']!r} in the task")
+                    row["gold"] = gold_by_name[row["name"]]
                 pairs.append((str(row["gold"]), str(row["completion"])))
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise GradingError(f'{path}:{number}: expected a JSON object with "gold" and "completion" '
+                wanted = '"gold" (or "name")' if gold_by_name is not None else '"gold"'
+                raise GradingError(f'{path}:{number}: expected a JSON object with {wanted} and "completion" '
                                    f"({exc})") from exc
     return pairs
 
 
-def grade_file(task_name: str, path: Path, out: Path | None = None, timeout: float = DEFAULT_TIMEOUT,
+def golds_by_name(task: Task) -> dict[str, str]:
+    """name -> gold over the task's training and test documents (for tasks whose documents have names)."""
+    target = task.config["doc_to_target"]
+    return {doc["name"]: target(doc) for split in ("train", "test") for doc in task.docs(split) if doc.get("name")}
+
+
+def grade_file(task_name: str, path: Path, out: Path | None = None, timeout: float | None = None,
                workers: int = 2) -> dict:
-    """Grade every line of `path`; one JSON verdict per line to `out` (stdout if None), in order."""
+    """Grade every line of `path`; one JSON verdict per line to `out` (stdout if None), in order.
+    timeout: seconds per line (None: the verifier's default)."""
     task = load_task(task_name)
     verifier = (task.config.get("metadata") or {}).get("verifier")
     if verifier not in VERIFIERS:
         raise TaskError(f"task {task_name} names no verifier that `grade` can use (metadata.verifier: {verifier}); "
                         f"known verifiers: {', '.join(VERIFIERS)}")
-    verdicts = VERIFIERS[verifier](read_pairs(path), timeout=timeout, workers=workers)
+    pairs = read_pairs(path, golds_by_name(task) if verifier == "lean" else None)
+    if timeout is None:
+        timeout = DEFAULT_TIMEOUTS[verifier]
+    verdicts = VERIFIERS[verifier](pairs, timeout=timeout, workers=workers)
     lines = "".join(json.dumps(v.to_dict()) + "\n" for v in verdicts)
     if out is None:
         sys.stdout.write(lines)

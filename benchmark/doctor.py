@@ -1,0 +1,190 @@
+"""`replaybench doctor`: what this machine has, one line per component, and how to fix what is missing.
+
+Required for the CPU tier: Python with torch, transformers, math-verify, lm-eval, a reachable MLflow store
+and the tiny start checkpoint. Optional: Lean + Mathlib (miniF2F), lean-dojo, vLLM, Ray, a GPU. The exit
+status is 0 when every required component is ok, whatever the optional ones say.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PROBE_TIMEOUT = 3.0  # seconds to reach a tracking server
+VERSION_TIMEOUT = 30.0  # seconds for `lean --version` / `lake --version` (elan may first resolve a toolchain)
+
+
+@dataclass
+class Finding:
+    component: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    optional: bool = False
+
+    def line(self) -> str:
+        status = "ok" if self.ok else ("optional" if self.optional else "MISSING")
+        text = f"{status:<9}{self.component:<15}{self.detail}"
+        return text + (f"; fix: {self.fix}" if self.fix and not self.ok else "")
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_torch() -> Finding:
+    import torch
+
+    threads = os.environ.get("REPLAYBENCH_THREADS", "1")
+    return Finding("python/torch", True, f"Python {sys.version.split()[0]}, torch {torch.__version__}, "
+                   f"runs use {threads} thread(s) (REPLAYBENCH_THREADS; {os.cpu_count()} CPUs)")
+
+
+def check_transformers() -> Finding:
+    import transformers
+
+    return Finding("transformers", True, transformers.__version__)
+
+
+def check_math_verify() -> Finding:
+    from math_verify import parse, verify
+
+    agrees = verify(parse("$\\frac{1}{2}$"), parse("$0.5$"))
+    return Finding("math-verify", bool(agrees), f"{_version('math-verify')}, 1/2 == 0.5: {bool(agrees)}",
+                   "reinstall: pip install -e '.[dev]'")
+
+
+def check_lm_eval() -> Finding:
+    from lm_eval.config.task import TaskConfig  # noqa: F401  (what the task loader relies on)
+
+    return Finding("lm-eval", True, _version("lm_eval") or "installed")
+
+
+def check_mlflow() -> Finding:
+    from benchmark.tracking import tracking_uri
+
+    uri = tracking_uri()
+    fix = "set MLFLOW_TRACKING_URI to a reachable store, or unset it for the default runs/mlflow.db"
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):])
+        if path.is_file():
+            with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True) as db:
+                count = db.execute("select count(*) from runs").fetchone()[0]
+            return Finding("mlflow", True, f"{_version('mlflow')}, store {uri} ({count} run{'s' * (count != 1)})")
+        parent = next(p for p in [path.parent, *path.parents] if p.exists())
+        writable = os.access(parent, os.W_OK)
+        return Finding("mlflow", writable, f"{_version('mlflow')}, store {uri} (created by the first run"
+                       + ("" if writable else f"; {parent} is not writable") + ")", fix)
+    url = urlparse(uri)
+    if url.scheme in ("http", "https"):
+        try:
+            socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)),
+                                     timeout=PROBE_TIMEOUT).close()
+        except OSError as exc:
+            return Finding("mlflow", False, f"tracking server {uri} unreachable ({exc})", fix)
+        return Finding("mlflow", True, f"{_version('mlflow')}, tracking server {uri} reachable")
+    return Finding("mlflow", True, f"{_version('mlflow')}, store {uri} (not probed)")
+
+
+def check_checkpoint() -> Finding:
+    folder = REPO_ROOT / "tasks" / "arith_tiny" / "checkpoint"
+    missing = [f for f in ("config.json", "model.safetensors", "tokenizer.json") if not (folder / f).is_file()]
+    if missing:
+        return Finding("checkpoint", False, f"arith-tiny start checkpoint lacks {', '.join(missing)}",
+                       "replaybench warmstart --workload arith-tiny")
+    return Finding("checkpoint", True, f"arith-tiny start checkpoint in {folder.relative_to(REPO_ROOT)}")
+
+
+def _run_version(command: list[str], cwd: Path | None = None) -> str:
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=VERSION_TIMEOUT, check=False)
+    return (result.stdout.strip() or result.stderr.strip()).splitlines()[0] if result.returncode == 0 else ""
+
+
+def check_lean() -> Finding:
+    from benchmark import lean
+
+    lake = lean.find_lake()
+    project = os.environ.get(lean.PROJECT_ENV)
+    parts, missing = [], []
+    if lake:
+        parts.append(_run_version([lake, "--version"]) or f"{lake} (no version)")
+        lean_exe = Path(lake).with_name("lean")
+        if lean_exe.is_file():
+            parts.append(_run_version([str(lean_exe), "--version"]) or "lean (no version)")
+    else:
+        missing.append("no lake/lean on PATH or in ~/.elan/bin")
+    if project:
+        problems = lean.project_problems(Path(project).expanduser())
+        missing += problems
+        if not problems:
+            toolchain = Path(project).expanduser() / "lean-toolchain"
+            pinned = toolchain.read_text().strip() if toolchain.is_file() else "no lean-toolchain"
+            parts.append(f"project {project} with Mathlib, {pinned} (minif2f expects leanprover/lean4:v4.24.0)")
+    else:
+        missing.append(f"{lean.PROJECT_ENV} not set")
+    detail = "; ".join(parts + missing) + " (optional: needed for minif2f only)"
+    return Finding("lean", not missing, detail, lean.INSTALL_HINT, optional=True)
+
+
+def _optional_package(component: str, module: str, distribution: str, extra: str) -> Finding:
+    if importlib.util.find_spec(module) is None:
+        return Finding(component, False, f"not installed ({extra} extra)", f"pip install -e '.[{extra}]'",
+                       optional=True)
+    return Finding(component, True, f"{_version(distribution) or 'installed'} (optional, {extra} extra)", optional=True)
+
+
+def check_gpu() -> Finding:
+    import torch
+
+    if not torch.cuda.is_available():
+        return Finding("gpu", False, f"no CUDA device visible to torch {torch.__version__} (the CPU tier needs none)",
+                       "on an NVIDIA machine install a CUDA build of torch (README.md, Installing for GPUs)",
+                       optional=True)
+    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return Finding("gpu", True, f"{len(names)} x {', '.join(sorted(set(names)))} (optional)", optional=True)
+
+
+REQUIRED = [check_torch, check_transformers, check_math_verify, check_lm_eval, check_mlflow, check_checkpoint]
+OPTIONAL = [
+    check_lean,
+    lambda: _optional_package("lean-dojo", "lean_dojo", "lean-dojo", "lean"),
+    lambda: _optional_package("vllm", "vllm", "vllm", "gpu"),
+    lambda: _optional_package("ray", "ray", "ray", "distributed"),
+    check_gpu,
+]
+
+
+def diagnose() -> list[Finding]:
+    """Every component's finding; a check that raises is a finding too, never a traceback."""
+    findings = []
+    for required, checks in ((True, REQUIRED), (False, OPTIONAL)):
+        for check in checks:
+            try:
+                findings.append(check())
+            except Exception as exc:  # a broken install is what doctor is for
+                name = getattr(check, "__name__", "check").removeprefix("check_")
+                findings.append(Finding(name, False, f"check failed: {type(exc).__name__}: {exc}",
+                                        "reinstall: make setup", optional=not required))
+    return findings
+
+
+def run_doctor() -> int:
+    findings = diagnose()
+    for finding in findings:
+        print(finding.line())
+    broken = [f.component for f in findings if not f.ok and not f.optional]
+    print(f"CPU tier: {'usable' if not broken else 'NOT usable (' + ', '.join(broken) + ')'}; "
+          f"optional parts missing: {', '.join(f.component for f in findings if not f.ok and f.optional) or 'none'}")
+    return 0 if not broken else 1

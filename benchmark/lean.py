@@ -1,0 +1,485 @@
+"""The Lean verifier: whole-proof checking of `header + statement + proof` with Lean 4 and Mathlib.
+
+A gold is a checkable statement (imports, options, the theorem ending in `:= by`); a completion is the
+proof that continues it. The file checked is `gold + completion + "#print axioms <theorem>"`. A proof
+passes only with positive evidence: Lean ran to the end, reported no error, no `sorry`, and printed the
+theorem's axioms, all of them among propext, Classical.choice and Quot.sound. It fails if
+- the completion contains `sorry`/`admit` or declares an `axiom` (checked in the text, before Lean runs);
+- Lean reports an error, or the warning "declaration uses 'sorry'" (any quoting);
+- `#print axioms` names anything else (sorryAx, Lean.ofReduceBool from native_decide, a new axiom), or
+  is missing (output we cannot read is no proof).
+
+Two ways to run Lean, both in a Lean project with Mathlib built (REPLAYBENCH_LEAN_PROJECT):
+- "file" (default): `lake env lean FILE` with the project as working directory, one process per proof;
+  Lean's plain-text messages (`FILE:LINE:COL: error: ...`) are parsed.
+- "repl": the Lean REPL (`lake exe repl`, the project must require leanprover-community/repl) speaking
+  JSON: `{"cmd": ...}` -> `{"messages": [...], "env": n}`. Each REPL process loads the header (Mathlib)
+  once and checks proofs in that environment, which saves the import on every proof.
+Each proof has a wall-time limit, after which the whole process group is killed, and each Lean process a
+memory limit (RLIMIT_AS). Lean maps all of Mathlib's .olean files, so it needs more address space than
+resident memory: lower REPLAYBENCH_LEAN_MEMORY_GB with care (0 = no limit).
+
+lean-dojo (the `lean` extra) is a third route for statements that live in a traced repository
+(`check_with_dojo`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import queue
+import re
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from benchmark.tasks import TaskError
+
+DEFAULT_TIMEOUT = 300.0  # seconds per proof (DeepSeek-Prover's checker also allows minutes, not seconds)
+DEFAULT_MEMORY_GB = 32.0  # address space per Lean process
+ALLOWED_AXIOMS = frozenset({"propext", "Classical.choice", "Quot.sound"})
+PROJECT_ENV, TIMEOUT_ENV, MEMORY_ENV, MODE_ENV = (
+    "REPLAYBENCH_LEAN_PROJECT", "REPLAYBENCH_LEAN_TIMEOUT", "REPLAYBENCH_LEAN_MEMORY_GB", "REPLAYBENCH_LEAN_MODE")
+
+# Reasons a verdict gives.
+CORRECT, LEAN_ERROR, SORRY, AXIOM, TIMEOUT, CRASHED, GARBAGE, NO_STATEMENT = (
+    "correct", "lean_error", "sorry", "axiom", "timeout", "crashed", "garbage", "no_statement")
+
+INSTALL_HINT = (
+    "To install: (1) elan, the Lean toolchain manager, with the install script from the Lean website "
+    "(lean-lang.org, Install), which puts `lean` and `lake` in ~/.elan/bin; (2) a Lean project with Mathlib "
+    "at the task's version, e.g. `lake new minif2f_check math`, pinned to Lean/Mathlib v4.24.0 for minif2f "
+    "(README.md, miniF2F), then `lake exe cache get` in it to download Mathlib's compiled files; "
+    f"(3) `export {PROJECT_ENV}=/path/to/minif2f_check`. `replaybench doctor` checks the result.")
+
+
+class LeanUnavailable(TaskError):
+    """No Lean toolchain or no Lean project with Mathlib on this machine; the message says what to install."""
+
+
+@dataclass(frozen=True)
+class Message:
+    severity: str  # "error", "warning" or "info"
+    text: str
+    line: int | None = None
+    column: int | None = None
+
+
+@dataclass(frozen=True)
+class LeanVerdict:
+    correct: bool
+    reason: str  # one of the reasons above
+    detail: str = ""  # the first error, the offending axiom, the tail of a crash's output
+    messages: list = field(default_factory=list)  # Lean's messages as dicts
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lean's messages
+
+
+_PLAIN_HEADER = re.compile(
+    r"^(?:(?P<file>.+?):(?P<line>\d+):(?P<col>\d+)(?:-\d+:\d+)?: )?"  # position, with -DprintMessageEndPos
+    r"(?P<severity>error|warning|info|information)(?:\([^)\s]*\))?: ?(?P<text>.*)$")
+
+
+def parse_plain(output: str) -> list[Message]:
+    """Messages from `lean FILE`'s plain-text output: `FILE:LINE:COL[-LINE:COL]: SEVERITY: text`, the text
+    going on over the following lines. Lines before any header (older Lean prints info messages, e.g.
+    `#print axioms`, as bare text) form info messages of their own."""
+    messages: list[dict] = []
+    for raw in output.splitlines():
+        match = _PLAIN_HEADER.match(raw)
+        if match:
+            severity = "info" if match["severity"] == "information" else match["severity"]
+            messages.append({"severity": severity, "text": match["text"],
+                             "line": int(match["line"]) if match["line"] else None,
+                             "column": int(match["col"]) if match["col"] else None})
+        elif messages:
+            messages[-1]["text"] += "\n" + raw
+        elif raw.strip():
+            messages.append({"severity": "info", "text": raw, "line": None, "column": None})
+    return [Message(**m) for m in messages]
+
+
+def parse_repl(response: dict) -> list[Message]:
+    """Messages from one Lean REPL response: `{"messages": [{"severity", "pos", "data"}], ...}`; a REPL-level
+    failure (`{"message": "Lean error: ..."}`) is an error."""
+    messages = [Message(m.get("severity", "error"), str(m.get("data", "")),
+                        (m.get("pos") or {}).get("line"), (m.get("pos") or {}).get("column"))
+                for m in response.get("messages", [])]
+    if "message" in response:
+        messages.append(Message("error", str(response["message"])))
+    return messages
+
+
+def read_repl_responses(text: str) -> list[dict]:
+    """The JSON responses in a REPL transcript (each response a JSON object, responses separated by blank
+    lines). Raises ValueError on anything else."""
+    decoder, responses, index = json.JSONDecoder(), [], 0
+    while True:
+        while index < len(text) and text[index].isspace():
+            index += 1
+        if index == len(text):
+            return responses
+        response, index = decoder.raw_decode(text, index)
+        if not isinstance(response, dict):
+            raise ValueError(f"a REPL response is a JSON object, not {type(response).__name__}")
+        responses.append(response)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The verdict
+
+
+_COMMENT = re.compile(r"/-.*?-/|--[^\n]*", re.DOTALL)
+_FORBIDDEN_TACTIC = re.compile(r"(?<![\w.'])(sorry|admit)(?![\w'])")
+_AXIOM_DECL = re.compile(r"(?<![\w.'])axiom\s+\S")
+_SORRY_WARNING = re.compile(r"declaration (?:\S+ )?uses ['`‘]sorry['`’]")
+_THEOREM_NAME = re.compile(r"^\s*(?:@\[[^\]]*\]\s*)?(?:private\s+|protected\s+)?(?:theorem|lemma)\s+([^\s(:{\[⦃]+)",
+                           re.MULTILINE)
+_AXIOM_REPORT = re.compile(
+    r"'(?P<name>[^'\s]\S*?)' (?:depends on axioms: \[(?P<axioms>[^\]]*)\]|does not depend on any axioms)")
+
+
+def theorem_name(statement: str) -> str | None:
+    """The name of the first theorem (or lemma) in a statement, e.g. mathd_algebra_10."""
+    match = _THEOREM_NAME.search(_COMMENT.sub(" ", statement))
+    return match.group(1) if match else None
+
+
+def forbidden_in_text(proof: str) -> tuple[str, str] | None:
+    """(reason, detail) if the proof's text (comments aside) uses sorry/admit or declares an axiom."""
+    code = _COMMENT.sub(" ", proof)
+    if match := _FORBIDDEN_TACTIC.search(code):
+        return SORRY, f"the proof contains `{match.group(1)}`"
+    if _AXIOM_DECL.search(code):
+        return AXIOM, "the proof declares an axiom"
+    return None
+
+
+def axioms_reported(messages: list[Message], name: str) -> list[str] | None:
+    """The axioms that the last `#print axioms name` report in these messages names (ours comes last, after
+    anything the proof could print); None if there is no report."""
+    reports = [match for message in messages for match in _AXIOM_REPORT.finditer(message.text)
+               if match["name"].split(".")[-1] == name.split(".")[-1]]  # Lean may print the name qualified
+    if not reports:
+        return None
+    return [a.strip() for a in (reports[-1]["axioms"] or "").split(",") if a.strip()]
+
+
+def judge(messages: list[Message], name: str) -> LeanVerdict:
+    """The verdict on a file that Lean checked to the end, from its messages."""
+    found = [asdict(m) for m in messages]
+    errors = [m for m in messages if m.severity == "error"]
+    if errors:
+        return LeanVerdict(False, LEAN_ERROR, errors[0].text.splitlines()[0][:500], found)
+    if any(_SORRY_WARNING.search(m.text) for m in messages if m.severity == "warning"):
+        return LeanVerdict(False, SORRY, "declaration uses 'sorry'", found)
+    axioms = axioms_reported(messages, name)
+    if axioms is None:
+        return LeanVerdict(False, GARBAGE, f"no `#print axioms {name}` report in Lean's output", found)
+    extra = sorted(set(axioms) - ALLOWED_AXIOMS)
+    if extra:
+        return LeanVerdict(False, SORRY if extra == ["sorryAx"] else AXIOM, f"uses axioms {', '.join(extra)}", found)
+    return LeanVerdict(True, CORRECT, "", found)
+
+
+def build_source(gold: str, completion: str, name: str) -> str:
+    """The file Lean checks: statement with header, proof, then the axiom report."""
+    return f"{gold}{completion.rstrip()}\n\n#print axioms {name}\n"
+
+
+_HEADER_LINE = re.compile(r"^\s*(?:import\s|open\s|set_option\s|--|$)")
+
+
+def split_header(gold: str) -> tuple[str, str]:
+    """(header, rest): the leading import/open/set_option/blank lines, and the statement after them."""
+    lines = gold.splitlines(keepends=True)
+    cut = 0
+    while cut < len(lines) and _HEADER_LINE.match(lines[cut]):
+        cut += 1
+    return "".join(lines[:cut]), "".join(lines[cut:])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The toolchain
+
+
+@dataclass(frozen=True)
+class LeanSetup:
+    lake: str  # path of the lake executable
+    project: Path  # a Lean project with Mathlib built
+    mode: str = "file"  # "file" or "repl"
+    timeout: float = DEFAULT_TIMEOUT
+    memory_gb: float = DEFAULT_MEMORY_GB
+
+
+def find_lake() -> str | None:
+    """`lake` on PATH, else elan's ~/.elan/bin/lake."""
+    found = shutil.which("lake")
+    if found:
+        return found
+    elan = Path(os.environ.get("ELAN_HOME", Path.home() / ".elan")) / "bin" / "lake"
+    return str(elan) if elan.is_file() and os.access(elan, os.X_OK) else None
+
+
+def project_problems(project: Path) -> list[str]:
+    """What is wrong with a Lean project folder for checking Mathlib proofs (empty: nothing)."""
+    if not project.is_dir():
+        return [f"{PROJECT_ENV}={project} is not a folder"]
+    if not any((project / f).is_file() for f in ("lakefile.lean", "lakefile.toml")):
+        return [f"{project} is not a Lean project (no lakefile.lean or lakefile.toml)"]
+    if not ((project / ".lake" / "packages" / "mathlib").is_dir() or (project / "Mathlib.lean").is_file()):
+        return [f"{project} has no Mathlib (no .lake/packages/mathlib: add Mathlib as a dependency, "
+                "then `lake exe cache get`)"]
+    return []
+
+
+def lean_setup(project: str | Path | None = None, timeout: float | None = None, mode: str | None = None) -> LeanSetup:
+    """The toolchain and project to check proofs with, from the arguments or the environment
+    (REPLAYBENCH_LEAN_PROJECT, _TIMEOUT, _MEMORY_GB, _MODE). Raises LeanUnavailable naming what is missing."""
+    lake = find_lake()
+    project = project or os.environ.get(PROJECT_ENV)
+    missing = []
+    if lake is None:
+        missing.append("no Lean toolchain (`lake` is not on PATH and ~/.elan/bin/lake does not exist)")
+    if not project:
+        missing.append(f"no Lean project with Mathlib ({PROJECT_ENV} is not set)")
+    else:
+        missing += project_problems(Path(project).expanduser())
+    if missing:
+        raise LeanUnavailable(f"Lean is not available: {'; '.join(missing)}. {INSTALL_HINT}")
+    mode = mode or os.environ.get(MODE_ENV, "file")
+    if mode not in ("file", "repl"):
+        raise LeanUnavailable(f"{MODE_ENV}={mode!r}: use file or repl")
+    return LeanSetup(lake, Path(project).expanduser().resolve(), mode,
+                     float(timeout or os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT),
+                     float(os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY_GB))
+
+
+def _limit_memory(memory_gb: float):
+    """preexec_fn: the child's address-space limit (it runs in the child, before exec)."""
+    limit = int(memory_gb * 2**30)
+
+    def apply():
+        if limit > 0:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    """Kill the process and everything it started (it leads its own process group)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def _crash_verdict(returncode: int, output: str) -> LeanVerdict:
+    tail = output.strip()[-500:]
+    if returncode < 0:
+        what = f"killed by signal {-returncode}"
+    else:
+        what = f"exit status {returncode}"
+    if re.search(r"out of memory|bad_alloc|Cannot allocate memory", output):
+        what += " (out of memory: raise REPLAYBENCH_LEAN_MEMORY_GB)"
+    return LeanVerdict(False, CRASHED, f"Lean ended without a verdict, {what}: {tail}")
+
+
+def check_file(setup: LeanSetup, source: str, name: str) -> LeanVerdict:
+    """Run `lake env lean` on `source` in the project; the verdict from its plain-text output."""
+    with tempfile.TemporaryDirectory(prefix="replaybench-lean-") as tmp:
+        path = Path(tmp) / "Proof.lean"
+        path.write_text(source, encoding="utf-8")
+        process = subprocess.Popen([setup.lake, "env", "lean", str(path)], cwd=setup.project,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   start_new_session=True, preexec_fn=_limit_memory(setup.memory_gb))
+        try:
+            output, _ = process.communicate(timeout=setup.timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            process.communicate()
+            return LeanVerdict(False, TIMEOUT, f"no verdict within {setup.timeout:g} s")
+    output = output.decode("utf-8", errors="replace")
+    messages = parse_plain(output)
+    verdict = judge(messages, name)
+    # Lean exits 1 when it reports errors; any other failure to finish is a crash, whatever it printed.
+    if process.returncode != 0 and not (process.returncode == 1 and verdict.reason == LEAN_ERROR):
+        return _crash_verdict(process.returncode, output)
+    return verdict
+
+
+class ReplProcess:
+    """One `lake exe repl` process with the header loaded: send a command, read its JSON response."""
+
+    def __init__(self, setup: LeanSetup, header: str):
+        self.setup, self.header = setup, header
+        self.stderr = tempfile.TemporaryFile()
+        self.process = subprocess.Popen([setup.lake, "exe", "repl"], cwd=setup.project, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=self.stderr, start_new_session=True,
+                                        preexec_fn=_limit_memory(setup.memory_gb))
+        self.buffer = ""
+        response = self.send({"cmd": header}, setup.timeout)
+        if "env" not in response or any(m.severity == "error" for m in parse_repl(response)):
+            self.close()
+            raise RuntimeError(f"the Lean REPL could not load the header: {response}")
+        self.env = response["env"]
+
+    def send(self, command: dict, timeout: float) -> dict:
+        """The response to `command`. Raises TimeoutError, EOFError (the REPL ended) or ValueError (garbage)."""
+        self.process.stdin.write((json.dumps(command) + "\n\n").encode())
+        self.process.stdin.flush()
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            while True:
+                if "\n\n" in self.buffer:  # a response ends with a blank line
+                    text, self.buffer = self.buffer.split("\n\n", 1)
+                    if text.strip():
+                        responses = read_repl_responses(text)
+                        if len(responses) != 1:
+                            raise ValueError(f"expected one JSON response, got {len(responses)}")
+                        return responses[0]
+                left = deadline - time.monotonic()
+                if left <= 0 or not selector.select(left):
+                    raise TimeoutError
+                chunk = os.read(self.process.stdout.fileno(), 1 << 16)
+                if not chunk:
+                    raise EOFError
+                self.buffer += chunk.decode("utf-8", errors="replace")
+
+    def check(self, body: str, name: str) -> LeanVerdict:
+        """The verdict on `body` (statement + proof + axiom report) in the header's environment; the process
+        is closed (and must be replaced) after anything but a verdict from Lean."""
+        try:
+            response = self.send({"cmd": body, "env": self.env}, self.setup.timeout)
+        except TimeoutError:
+            self.close()
+            return LeanVerdict(False, TIMEOUT, f"no verdict within {self.setup.timeout:g} s")
+        except (EOFError, BrokenPipeError):
+            output = self.stderr_text()
+            self.close()
+            return _crash_verdict(self.process.returncode, output)
+        except ValueError as exc:
+            self.close()
+            return LeanVerdict(False, GARBAGE, f"the Lean REPL answered something that is not JSON: {exc}")
+        return judge(parse_repl(response), name)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stderr_text(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read().decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            _kill_group(self.process)
+        self.stderr.close()
+
+
+class LeanChecker:
+    """Checks (gold, completion) pairs on a pool of `workers` Lean processes at a time."""
+
+    def __init__(self, setup: LeanSetup, workers: int = 2):
+        self.setup, self.workers = setup, workers
+        self._idle: queue.LifoQueue = queue.LifoQueue()  # REPL processes waiting for a proof (repl mode)
+
+    def check(self, gold: str, completion: str) -> LeanVerdict:
+        name = theorem_name(gold)
+        if name is None:
+            return LeanVerdict(False, NO_STATEMENT, "the gold has no `theorem NAME ... := by` statement")
+        forbidden = forbidden_in_text(completion)
+        if forbidden:
+            return LeanVerdict(False, *forbidden)
+        if self.setup.mode == "file":
+            return check_file(self.setup, build_source(gold, completion, name), name)
+        header, statement = split_header(gold)
+        repl = self._take_repl(header)
+        verdict = repl.check(build_source(statement, completion, name), name)
+        if repl.alive():
+            self._idle.put(repl)
+        return verdict
+
+    def check_many(self, pairs) -> list[LeanVerdict]:
+        with ThreadPoolExecutor(self.workers) as pool:
+            return list(pool.map(lambda pair: self.check(*pair), pairs))
+
+    def _take_repl(self, header: str) -> ReplProcess:
+        kept = []
+        try:
+            while True:
+                repl = self._idle.get_nowait()
+                if repl.header == header and repl.alive():
+                    return repl
+                kept.append(repl)
+        except queue.Empty:
+            return ReplProcess(self.setup, header)
+        finally:
+            for repl in kept:
+                self._idle.put(repl)
+
+    def close(self) -> None:
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return
+
+
+_checkers: dict[LeanSetup, LeanChecker] = {}
+
+
+@atexit.register
+def _close_checkers() -> None:
+    # REPL processes lead their own process groups: they would outlive this process otherwise.
+    for checker in _checkers.values():
+        checker.close()
+
+
+def check(gold: str, completion: str, timeout: float | None = None) -> LeanVerdict:
+    """Is `completion` a proof of the statement `gold` (header included)? Raises LeanUnavailable without Lean."""
+    setup = lean_setup(timeout=timeout)
+    checker = _checkers.setdefault(setup, LeanChecker(setup))
+    return checker.check(gold, completion)
+
+
+def check_many(pairs, timeout: float | None = None, workers: int = 2) -> list[LeanVerdict]:
+    """check() over (gold, completion) pairs, `workers` Lean processes at a time, in order."""
+    checker = LeanChecker(lean_setup(timeout=timeout), workers)
+    try:
+        return checker.check_many(list(pairs))
+    finally:
+        checker.close()
+
+
+def check_with_dojo(repo_url: str, commit: str, file_path: str, name: str, proof: str) -> LeanVerdict:
+    """lean-dojo route: run the whole proof as one tactic block on theorem `name` of a repository lean-dojo
+    can trace (e.g. yangky11/miniF2F-lean4, file MiniF2F/Test/<name>.lean). Needs the `lean` extra."""
+    try:
+        from lean_dojo import Dojo, LeanGitRepo, ProofFinished, Theorem
+    except ImportError as exc:
+        raise LeanUnavailable("lean-dojo is not installed: pip install -e '.[lean]' (it also needs elan); "
+                              + INSTALL_HINT) from exc
+    forbidden = forbidden_in_text(proof)
+    if forbidden:
+        return LeanVerdict(False, *forbidden)
+    theorem = Theorem(LeanGitRepo(repo_url, commit), file_path, name)
+    with Dojo(theorem) as (dojo, state):
+        result = dojo.run_tac(state, proof.strip())
+    if isinstance(result, ProofFinished):
+        return LeanVerdict(True, CORRECT)
+    return LeanVerdict(False, LEAN_ERROR, str(getattr(result, "error", result))[:500])

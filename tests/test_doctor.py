@@ -1,0 +1,82 @@
+"""`replaybench doctor`: one line per component, optional parts never fail the CPU tier, no tracebacks."""
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from benchmark import doctor, lean
+from benchmark.cli import main
+
+
+@pytest.fixture
+def no_lean(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{tmp_path / 'empty-bin'}{os.pathsep}/usr/bin:/bin")
+    monkeypatch.setenv("ELAN_HOME", str(tmp_path / "no-elan"))
+    monkeypatch.delenv(lean.PROJECT_ENV, raising=False)
+
+
+def lines_by_component(text: str) -> dict[str, str]:
+    rows = [line for line in text.splitlines() if not line.startswith("CPU tier")]
+    return {line.split()[1]: line for line in rows}
+
+
+def test_doctor_on_a_lean_less_machine(no_lean, capsys):
+    assert main(["doctor"]) == 0  # the CPU tier is usable without the optional parts
+    out = capsys.readouterr().out
+    rows = lines_by_component(out)
+    assert list(rows) == ["python/torch", "transformers", "math-verify", "lm-eval", "mlflow", "checkpoint",
+                          "lean", "lean-dojo", "vllm", "ray", "gpu"]
+    for name in ("python/torch", "transformers", "math-verify", "lm-eval", "mlflow", "checkpoint"):
+        assert rows[name].startswith("ok ")
+    assert rows["lean"].startswith("optional ") and "REPLAYBENCH_LEAN_PROJECT not set" in rows["lean"]
+    assert "lake exe cache get" in rows["lean"] and "elan" in rows["lean"]
+    assert out.splitlines()[-1].startswith("CPU tier: usable; optional parts missing: lean")
+
+
+def test_doctor_sees_a_lean_toolchain_and_project(tmp_path, monkeypatch, capsys):
+    bin_dir, project = tmp_path / "bin", tmp_path / "project"
+    bin_dir.mkdir()
+    for tool, version in (("lake", "Lake version 5.0.0 (Lean version 4.24.0)"), ("lean", "Lean (version 4.24.0)")):
+        script = bin_dir / tool
+        script.write_text(f"#!/bin/sh\necho '{version}'\n")
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    (project / ".lake" / "packages" / "mathlib").mkdir(parents=True)
+    (project / "lakefile.lean").write_text("")
+    (project / "lean-toolchain").write_text("leanprover/lean4:v4.24.0\n")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv(lean.PROJECT_ENV, str(project))
+    assert doctor.run_doctor() == 0
+    row = lines_by_component(capsys.readouterr().out)["lean"]
+    assert row.startswith("ok ") and "Lake version 5.0.0" in row and "Lean (version 4.24.0)" in row
+    assert "leanprover/lean4:v4.24.0" in row and "fix:" not in row
+
+
+def test_doctor_fails_when_a_required_part_is_missing(no_lean, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(doctor, "REPO_ROOT", tmp_path)  # no start checkpoint there
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")  # nothing listens there
+    assert doctor.run_doctor() == 1
+    out = capsys.readouterr().out
+    rows = lines_by_component(out)
+    assert rows["checkpoint"].startswith("MISSING ") and "replaybench warmstart" in rows["checkpoint"]
+    assert rows["mlflow"].startswith("MISSING ") and "unreachable" in rows["mlflow"]
+    assert "NOT usable (mlflow, checkpoint)" in out
+
+
+def test_a_check_that_raises_is_a_line_not_a_traceback(no_lean, monkeypatch, capsys):
+    def check_broken():
+        raise ImportError("no module named torch")
+
+    monkeypatch.setattr(doctor, "REQUIRED", [check_broken, *doctor.REQUIRED[1:]])
+    assert doctor.run_doctor() == 1
+    row = lines_by_component(capsys.readouterr().out)["broken"]
+    assert row.startswith("MISSING ") and "ImportError: no module named torch" in row
+
+
+def test_mlflow_store_is_read_without_being_created(tmp_path, monkeypatch):
+    store = tmp_path / "runs" / "mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{store}")
+    finding = doctor.check_mlflow()
+    assert finding.ok and "created by the first run" in finding.detail
+    assert not Path(store).exists() and not store.parent.exists()

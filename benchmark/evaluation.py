@@ -1,13 +1,21 @@
-"""Evaluation: pass@1 and pass@k (the unbiased estimator of Chen et al. 2021) on a task's test split."""
+"""Evaluation: pass@k (the unbiased estimator of Chen et al. 2021) from n samples per problem.
+
+One code path serves the pipeline's in-loop evaluations (`evaluate`) and `replaybench eval`
+(`pass_at_ks`, with the paper's temperatures): sample n completions per problem with the engine,
+score each with the task's reward, then average pass@k over problems.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import comb
+from typing import Callable
 
 from benchmark.generation import GenerationEngine
+from benchmark.prompts import identity
 from benchmark.tasks import Task
 
-EVAL_BATCH = 256  # prompts per generate call
+EVAL_BATCH = 256  # prompts per generate call in the pipeline's evaluations
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -19,34 +27,85 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
-def _sample(engine: GenerationEngine, task: Task, docs: list[dict], n: int, temperature: float, seed: int):
-    """[[completion text] * n per doc], generated in batches with seeds derived from `seed`."""
-    texts = []
-    for start in range(0, len(docs), EVAL_BATCH):
-        chunk = docs[start:start + EVAL_BATCH]
-        groups = engine.generate([task.doc_to_text(d) for d in chunk], n=n, temperature=temperature,
-                                 max_new_tokens=task.max_new_tokens, seed=seed + start)
-        texts.extend([c.text for c in g] for g in groups)
-    return texts
+@dataclass
+class Samples:
+    """n completions per problem at one temperature, with their scores (the task's reward)."""
+
+    temperature: float
+    completions: list[list[str]]
+    scores: list[list[float]]
+
+    @property
+    def n(self) -> int:
+        return len(self.completions[0]) if self.completions else 0
+
+    def pass_at(self, k: int) -> float:
+        """pass@k averaged over problems; a sample counts as correct when its score is 1."""
+        correct = [sum(s >= 1.0 for s in row) for row in self.scores]
+        return sum(pass_at_k(self.n, c, k) for c in correct) / len(correct)
+
+
+def sample(engine: GenerationEngine, task: Task, docs: list[dict], n: int, temperature: float, seed: int, *,
+           prompt: Callable[[str], str] = identity, max_new_tokens: int | None = None, batch_size: int = EVAL_BATCH,
+           on_batch: Callable[[int], None] | None = None) -> Samples:
+    """n completions per doc, generated `batch_size` prompts at a time with seeds derived from `seed`, and
+    scored. Same seed, batch size and engine: same completions. on_batch(docs done) after each batch."""
+    completions, scores = [], []
+    for start in range(0, len(docs), batch_size):
+        chunk = docs[start:start + batch_size]
+        groups = engine.generate([prompt(task.doc_to_text(d)) for d in chunk], n=n, temperature=temperature,
+                                 max_new_tokens=max_new_tokens or task.max_new_tokens, seed=seed + start)
+        for doc, group in zip(chunk, groups):
+            texts = [c.text for c in group]
+            completions.append(texts)
+            scores.append([task.score(doc, t) for t in texts])
+        if on_batch:
+            on_batch(start + len(chunk))
+    return Samples(temperature, completions, scores)
+
+
+def pass_at_ks(engine: GenerationEngine, task: Task, docs: list[dict], *, n: int, ks: list[int], seed: int,
+               temperature_pass1: float = 0.1, temperature_pass_k: float = 1.0, greedy: bool = False,
+               **sampling) -> tuple[dict, list[Samples]]:
+    """The paper's protocol: pass@1 from n samples at `temperature_pass1` (greedy: one greedy sample),
+    pass@k for k > 1 from n samples at `temperature_pass_k`. One set of samples serves both when the
+    temperatures are equal. Returns ({"pass_at_k": value}, the sample sets)."""
+    ks = sorted(set(ks))
+    if not ks or ks[0] < 1 or ks[-1] > n:
+        raise ValueError(f"k must be between 1 and n = {n}, got {ks}")
+    results, sets = {}, []
+    if 1 in ks:
+        first = sample(engine, task, docs, 1 if greedy else n, 0.0 if greedy else temperature_pass1, seed, **sampling)
+        results["pass_at_1"] = first.pass_at(1)
+        sets.append(first)
+    higher = [k for k in ks if k > 1]
+    if higher:
+        if sets and sets[0].temperature == temperature_pass_k and sets[0].n == n:
+            many = sets[0]
+        else:
+            many = sample(engine, task, docs, n, temperature_pass_k, seed + 1_000_003, **sampling)
+            sets.append(many)
+        results.update({f"pass_at_{k}": many.pass_at(k) for k in higher})
+    return results, sets
 
 
 def evaluate(engine: GenerationEngine, task: Task, docs: list[dict], *, temperature: float, pass_k: list[int],
-             pass_k_samples: int, pass_k_problems: int, seed: int, keep_samples: int = 0) -> dict:
-    """accuracy (pass@1 at `temperature`, 0 = greedy) on `docs`, and pass@k at temperature 1.0
-    from `pass_k_samples` samples on the first `pass_k_problems` docs."""
-    firsts = _sample(engine, task, docs, 1, temperature, seed)
-    scores = [task.score(d, t[0]) for d, t in zip(docs, firsts)]
+             pass_k_samples: int, pass_k_problems: int, seed: int, keep_samples: int = 0,
+             prompt: Callable[[str], str] = identity, max_new_tokens: int | None = None) -> dict:
+    """The pipeline's evaluation: accuracy (one sample per doc at `temperature`, 0 = greedy) on `docs`, and
+    pass@k at temperature 1.0 from `pass_k_samples` samples on the first `pass_k_problems` docs."""
+    sampling = dict(prompt=prompt, max_new_tokens=max_new_tokens)
+    firsts = sample(engine, task, docs, 1, temperature, seed, **sampling)
+    scores = [row[0] for row in firsts.scores]
     result = {"accuracy": sum(scores) / len(scores)}
     ks = [k for k in pass_k if k > 1]
     if ks and pass_k_problems > 0:
-        subset = docs[:pass_k_problems]
-        samples = _sample(engine, task, subset, pass_k_samples, 1.0, seed + 1_000_003)
-        correct = [sum(task.score(d, t) >= 1.0 for t in ts) for d, ts in zip(subset, samples)]
+        many = sample(engine, task, docs[:pass_k_problems], pass_k_samples, 1.0, seed + 1_000_003, **sampling)
         for k in [1] + ks:
-            result[f"pass_at_{k}"] = sum(pass_at_k(pass_k_samples, c, k) for c in correct) / len(correct)
+            result[f"pass_at_{k}"] = many.pass_at(k)
     if keep_samples:
         result["samples"] = [
-            {"prompt": task.doc_to_text(d), "completion": t[0], "score": s}
-            for d, t, s in list(zip(docs, firsts, scores))[:keep_samples]
+            {"prompt": prompt(task.doc_to_text(d)), "completion": c[0], "score": s}
+            for d, c, s in list(zip(docs, firsts.completions, scores))[:keep_samples]
         ]
     return result

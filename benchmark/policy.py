@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
 from benchmark.workload import Workload
 
@@ -28,7 +28,8 @@ def weights_hash(model) -> str:
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        # the raw bytes, whatever the dtype (numpy has no bfloat16)
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
 
 
@@ -42,9 +43,38 @@ def load_start_policy(workload: Workload):
     path = checkpoint_dir(workload) if source == "tiny" else Path(source)
     if source == "tiny" and not (path / "config.json").is_file():
         raise PolicyError(f"start checkpoint missing at {path}: run `replaybench warmstart --workload {workload.name}`")
+    model, tokenizer = load_pretrained(str(path) if source == "tiny" else source, dtype=workload.model.dtype)
+    info = {"weights_sha256": weights_hash(model), "source": source}
+    meta = path / "warm_start.json"
+    if meta.is_file():
+        info["warm_start"] = json.loads(meta.read_text())
+    return model, tokenizer, info
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")  # tokenizer_class of a plain tokenizer.json
+
+
+def load_pretrained(source: str, dtype: str = "float32"):
+    """(model, tokenizer) from a local folder or a hub id, the tokenizer padding on the left.
+
+    An unreachable hub fails at once with a PolicyError naming the fix, instead of transformers'
+    retries."""
+    from benchmark.tasks import _hub_reachable
+
+    local = Path(source).exists()
+    if not local:
+        from huggingface_hub import constants
+
+        if not constants.HF_HUB_OFFLINE and not _hub_reachable(constants.ENDPOINT):
+            raise PolicyError(
+                f"cannot load model {source!r}: no such local folder, and the Hugging Face Hub "
+                f"({constants.ENDPOINT}) cannot be reached to download it. Fix: pass a local folder with "
+                "config.json, weights and tokenizer files, or set HF_HUB_OFFLINE=1 to use a copy in the "
+                "Hugging Face cache")
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(path) if path.exists() else source, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(str(path) if path.exists() else source, padding_side="left")
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype])
+        tokenizer = _load_tokenizer(source)
     except OSError as exc:
         raise PolicyError(
             f"cannot load model {source!r}: {exc}. Pass a local folder with config.json and weights, "
@@ -52,8 +82,15 @@ def load_start_policy(workload: Workload):
         ) from exc
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    info = {"weights_sha256": weights_hash(model), "source": source}
-    meta = path / "warm_start.json"
-    if meta.is_file():
-        info["warm_start"] = json.loads(meta.read_text())
-    return model, tokenizer, info
+    return model, tokenizer
+
+
+def _load_tokenizer(source: str):
+    # A folder whose tokenizer_config.json names the generic class (ours: the CPU tier's character
+    # tokenizer) gets its tokenizer.json exactly as saved. AutoTokenizer would substitute the model
+    # type's class (Qwen2Tokenizer for a Qwen2 config), which re-reads the character vocabulary as
+    # byte-level BPE and silently drops every character outside it instead of mapping it to <unk>.
+    config = Path(source) / "tokenizer_config.json"
+    if config.is_file() and json.loads(config.read_text()).get("tokenizer_class") in GENERIC_TOKENIZERS:
+        return PreTrainedTokenizerFast.from_pretrained(source, padding_side="left")
+    return AutoTokenizer.from_pretrained(source, padding_side="left")

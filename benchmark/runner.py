@@ -35,6 +35,7 @@ class RunSpec:
     seed: int
     isolated: bool = False  # run the strategy in its own process, under limits (official runs)
     tags: dict = field(default_factory=dict)  # extra replaybench.* tags, e.g. submission and track
+    executor: str = "sim"  # "sim": the virtual-time pipeline (the reference); "ray": real Ray actors
 
     def __post_init__(self):
         self.strategy_path = Path(self.strategy_path)
@@ -43,6 +44,10 @@ class RunSpec:
                 raise StrategyError(f"strategy file not found: {self.strategy_path}")
         else:
             load_strategy_class(self.strategy_path)  # fail before any model is loaded, with a clear message
+        if self.executor == "ray":
+            from benchmark.ray_executor import require_ray
+
+            require_ray()  # without the distributed extra: one clear message, before anything loads
 
     @property
     def strategy_name(self) -> str:
@@ -51,11 +56,14 @@ class RunSpec:
     def resolved_config(self) -> dict:
         path = self.strategy_path.resolve()
         shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
-        return {"workload": self.workload.to_dict(),
-                # workload.strategy_defaults fill in the hyperparameters the strategy takes and params omit
-                "strategy": {"name": self.strategy_name, "path": str(shown),
-                             "sha256": file_sha256(self.strategy_path), "params": dict(self.strategy_params)},
-                "seed": self.seed}
+        config = {"workload": self.workload.to_dict(),
+                  # workload.strategy_defaults fill in the hyperparameters the strategy takes and params omit
+                  "strategy": {"name": self.strategy_name, "path": str(shown),
+                               "sha256": file_sha256(self.strategy_path), "params": dict(self.strategy_params)},
+                  "seed": self.seed}
+        if self.executor != "sim":  # only then: the reference runs' group keys stay as they were
+            config["executor"] = self.executor
+        return config
 
     def group_key(self) -> str:
         """Same for every seed of one configuration: how the scorer groups seeds."""
@@ -74,36 +82,57 @@ def set_threads() -> None:
 
 
 def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, progress=None,
-        stop_after_evals: int | None = None) -> dict:
+        stop_after_evals: int | None = None, ray_options=None) -> dict:
     """Execute (or continue) a run and return its summary. progress(pipeline) is called as it goes.
 
     stop_after_evals: stop (without finishing the MLflow run) after that many evaluations; for tests
-    of interruption and resume.
+    of interruption and resume. ray_options: a benchmark.ray_executor.RayOptions, for executor "ray".
     """
     set_threads()
+    on_ray = spec.executor == "ray"
+    if on_ray:
+        from benchmark.ray_executor import EXPERIMENT_PREFIX, RayPipeline, require_ray
+
+        require_ray()  # without the extra: one clear message before anything loads
+        if resume:
+            raise RunError("--resume works with the virtual-time executor only: the Ray executor keeps no checkpoints")
+    elif spec.executor != "sim":
+        raise RunError(f"unknown executor {spec.executor!r}: use sim or ray")
     w = spec.workload
+    # Ray runs go to their own MLflow experiment, which the leaderboard does not score.
+    experiment = f"{EXPERIMENT_PREFIX}/{w.name}" if on_ray else None
     config = spec.resolved_config()
-    task = load_task(w.task)
+    task = w.load_task()
+    # every task the run reads, with its version: the training task and the evaluated ones
+    task_versions = {name: task.version if name == task.name else load_task(name).version
+                     for name in dict.fromkeys([w.task] + [name for name, _ in w.eval_targets()])}
+    task.require_verifier()  # e.g. no Lean for miniF2F: one clear error before anything starts
     model, tokenizer, start_info = load_start_policy(w)
     tags = {f"{TAG}workload": w.name, f"{TAG}workload_version": w.version, f"{TAG}strategy": spec.strategy_name,
             f"{TAG}group": spec.group_key(), f"{TAG}seed": spec.seed, f"{TAG}status": "running",
-            f"{TAG}task_version": task.version, f"{TAG}isolated": spec.isolated,
+            f"{TAG}task_version": task.version, f"{TAG}isolated": spec.isolated, f"{TAG}executor": spec.executor,
             **{f"{TAG}{k}": v for k, v in spec.tags.items()}}
     params = {**config, "code_version": code_version(), "start_checkpoint_sha256": start_info["weights_sha256"],
-              "task_version": task.version}
+              "task_version": task.version, "task_versions": task_versions}
+    strategy = None
     try:
-        params, defaults = spec.strategy_params, w.strategy_defaults
-        if spec.isolated:
-            strategy = IsolatedStrategy(spec.strategy_path, params, rng_seed=derive_seed(spec.seed, "strategy"),
-                                        defaults=defaults)
+        strategy_params, defaults = spec.strategy_params, w.strategy_defaults  # (params: the MLflow run's)
+        if on_ray:  # the strategy starts in its own actor
+            pipeline = RayPipeline(w, task, spec.seed, spec.strategy_path, strategy_params, isolated=spec.isolated,
+                                   options=ray_options)
+        elif spec.isolated:
+            strategy = IsolatedStrategy(spec.strategy_path, strategy_params,
+                                        rng_seed=derive_seed(spec.seed, "strategy"), defaults=defaults)
         else:
-            strategy = build_strategy(spec.strategy_path, params, defaults)
+            strategy = build_strategy(spec.strategy_path, strategy_params, defaults)
     except StrategyError as exc:  # a strategy that cannot even start is a failed run, on record
         failed = RunRecorder(w.name, run_name=f"{spec.strategy_name}-seed{spec.seed}",
-                             tags={**tags, f"{TAG}status": f"failed: {exc}"[:5000]}, params=params)
+                             tags={**tags, f"{TAG}status": f"failed: {exc}"[:5000]}, params=params,
+                             experiment=experiment)
         failed.finish("FAILED")
         raise
-    pipeline = Pipeline(w, task, model, tokenizer, strategy, spec.seed)
+    if not on_ray:
+        pipeline = Pipeline(w, task, model, tokenizer, strategy, spec.seed)
 
     ckpt_dir = RUNS_DIR / "checkpoints" / spec.run_key()
     ckpt = ckpt_dir / "state.pt"
@@ -118,9 +147,11 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
             recorder.flush(pipeline.flushes + 1, pipeline.pending_metrics)
         pipeline.pending_metrics, pipeline.flushes = [], pipeline.flushes + 1
     else:
-        recorder = RunRecorder(w.name, run_name=f"{spec.strategy_name}-seed{spec.seed}", tags=tags, params=params)
-        ckpt_dir.mkdir(parents=True, exist_ok=True)
-        meta_path.write_text(json.dumps({"mlflow_run_id": recorder.run_id}) + "\n")
+        recorder = RunRecorder(w.name, run_name=f"{spec.strategy_name}-seed{spec.seed}", tags=tags, params=params,
+                               experiment=experiment)
+        if not on_ray:
+            ckpt_dir.mkdir(parents=True, exist_ok=True)
+            meta_path.write_text(json.dumps({"mlflow_run_id": recorder.run_id}) + "\n")
         pipeline.start()
 
     class Stop(Exception):
@@ -129,7 +160,8 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
     def on_checkpoint(p: Pipeline) -> None:
         index = p.flushes + 1
         p.pending_metrics.extend((f"wall/{k}_seconds", v, p.trainer_step) for k, v in p.wall.items())
-        p.save(ckpt)  # first the state (with the pending metrics), then MLflow
+        if not on_ray:
+            p.save(ckpt)  # first the state (with the pending metrics), then MLflow
         recorder.flush(index, p.pending_metrics)
         p.pending_metrics, p.flushes = [], index
         if stop_after_evals is not None and p.evals_done >= stop_after_evals:
@@ -147,6 +179,8 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
     finally:
         if isinstance(strategy, IsolatedStrategy):
             strategy.close()
+        if on_ray:
+            pipeline.close()
 
     if pipeline.trainer_step == 0:
         reason = (f"the budget ({w.budget:,.0f} units) ended before the first trainer step "

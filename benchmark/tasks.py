@@ -11,6 +11,14 @@ Where a split's documents come from, first match wins:
 2. `dataset_path: json`: the file `dataset_kwargs.data_files[split]`, relative to the task folder.
 3. any other `dataset_path` is a hub id: `datasets.load_dataset(dataset_path, name=dataset_name, split=split)`.
    An unreachable hub fails at once with a TaskError that names the fix (a local data_path).
+
+Two optional metadata entries shape the training data (our loader's; lm-eval ignores metadata):
+- `heldout: {size, seed}` adds the split "heldout": `size` rows of the training split (at most a fifth
+  of it), drawn with `seed`; the training split then excludes them.
+- `pass_rate: {column, min, max}` keeps the training rows whose pass rate lies strictly between min and
+  max, as open-r1's data recipe filters (pass rate: the column's value, or the mean of its list of
+  per-generation rewards or correctness flags, missing entries ignored). The held-out rows are drawn
+  before this filter.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ from urllib.parse import urlparse
 import yaml
 
 TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
+HELDOUT = "heldout"
+HELDOUT_MAX_FRACTION = 0.2  # a held-out set never takes more than this share of the training data
 HUB_PROBE_TIMEOUT = 3.0  # seconds to wait for a connection to the Hugging Face Hub before giving up
 
 
@@ -44,6 +54,7 @@ class Task:
     process_results: Callable[[dict, list[str]], dict]
     metric: str  # the process_results key used as reward and accuracy
     _splits: dict = field(default_factory=dict)
+    _raw: dict = field(default_factory=dict)
 
     @property
     def max_new_tokens(self) -> int:
@@ -53,8 +64,48 @@ class Task:
         """'train' (training_split), 'test' (test_split) or any other data file's documents, loaded once."""
         key = {"train": self.config["training_split"], "test": self.config["test_split"]}.get(split, split)
         if key not in self._splits:
-            self._splits[key] = self._load_split(key)
+            self._splits[key] = self._select(key)
         return self._splits[key]
+
+    def _select(self, split: str) -> list[dict]:
+        """The split's documents after the metadata's held-out set and pass-rate filter."""
+        meta = self.config.get("metadata") or {}
+        train = self.config["training_split"]
+        if split not in (HELDOUT, train):
+            return self._rows(split)
+        if split == HELDOUT and not meta.get("heldout"):
+            raise TaskError(f"task {self.name}: no held-out split; set metadata.heldout: {{size: N, seed: 0}}")
+        rows = self._rows(train)
+        held = set(self._heldout_indices(len(rows), meta.get("heldout")))
+        if split == HELDOUT:
+            return [rows[i] for i in sorted(held)]
+        rows = [r for i, r in enumerate(rows) if i not in held]
+        return filter_by_pass_rate(self.name, rows, meta["pass_rate"]) if meta.get("pass_rate") else rows
+
+    @staticmethod
+    def _heldout_indices(n: int, spec: dict | None) -> list[int]:
+        if not spec:
+            return []
+        import numpy as np
+
+        size = min(int(spec["size"]), int(n * HELDOUT_MAX_FRACTION))
+        return np.random.default_rng(int(spec.get("seed", 0))).permutation(n)[:size].tolist()
+
+    def _rows(self, split: str) -> list[dict]:
+        """A split's documents as stored, loaded once."""
+        if split not in self._raw:
+            docs = self._load_split(split)
+            if self.config.get("process_docs"):  # lm-eval's hook, e.g. to normalise field names
+                docs = list(self.config["process_docs"](docs))
+            self._raw[split] = docs
+        return self._raw[split]
+
+    def require_verifier(self) -> None:
+        """Raise a TaskError naming what to install if this task's verifier cannot run here (Lean for miniF2F)."""
+        if (self.config.get("metadata") or {}).get("verifier") == "lean":
+            from benchmark.lean import lean_setup
+
+            lean_setup()
 
     def score(self, doc: dict, completion: str) -> float:
         return float(self.process_results(doc, [completion])[self.metric])
@@ -125,6 +176,29 @@ def _load_with_datasets(task: str, path: str, config: str | None, split: str) ->
                         f"in tasks/{task}/{task}.yaml or load_task({task!r}, data_path=...)") from exc
 
 
+def pass_rate(value) -> float | None:
+    """A row's pass rate: a number as is, or the mean of a list of rewards / correctness flags (None skipped)."""
+    if isinstance(value, (list, tuple)):
+        known = [float(v) for v in value if v is not None]
+        return sum(known) / len(known) if known else None
+    return None if value is None else float(value)
+
+
+def filter_by_pass_rate(task: str, rows: list[dict], spec: dict) -> list[dict]:
+    """Rows whose pass rate is strictly between spec's min and max; rows without a pass rate are dropped."""
+    column, low, high = spec.get("column"), float(spec.get("min", 0.0)), float(spec.get("max", 1.0))
+    if rows and not any(column in r for r in rows):
+        raise TaskError(f"task {task}: metadata.pass_rate filters on column {column!r}, which the data lacks; "
+                        f"columns: {', '.join(sorted(rows[0]))}. Fix: name a column with per-row pass rates "
+                        "(or lists of per-generation rewards), or remove metadata.pass_rate")
+    kept = []
+    for row in rows:
+        rate = pass_rate(row.get(column))
+        if rate is not None and low < rate < high:
+            kept.append(row)
+    return kept
+
+
 def _task_yaml_loader(folder: Path):
     """A YAML loader that turns `!function utils.name` into the function from folder/utils.py."""
     modules: dict[str, Any] = {}
@@ -150,9 +224,11 @@ def _absolute(path):
     return str(Path(path).resolve()) if path else None
 
 
-def load_task(name: str, tasks_dir: Path = TASKS_DIR, data_path: str | dict | None = None) -> Task:
+def load_task(name: str, tasks_dir: Path = TASKS_DIR, data_path: str | dict | None = None,
+              metadata: dict | None = None) -> Task:
     """The task `name`. `data_path` overrides the YAML's metadata.data_path: a path for every split, or
-    {split: path, or None for the YAML's dataset_path}; relative to the working directory."""
+    {split: path, or None for the YAML's dataset_path}; relative to the working directory. `metadata`
+    overrides other metadata entries, e.g. {"pass_rate": {"column": ..., "min": 0.1, "max": 0.9}}."""
     folder = tasks_dir / name
     path = folder / f"{name}.yaml"
     if not path.is_file():
@@ -160,7 +236,8 @@ def load_task(name: str, tasks_dir: Path = TASKS_DIR, data_path: str | dict | No
         raise TaskError(f"unknown task {name!r}: no {path}; known tasks: {', '.join(known)}")
     config = yaml.load(path.read_text(), Loader=_task_yaml_loader(folder))
     metric = config["metric_list"][0]["metric"]
-    metadata = config.setdefault("metadata", {})
+    overrides, metadata = metadata or {}, config.setdefault("metadata", {})
+    metadata.update(overrides)
     if isinstance(data_path, dict):  # per split, over the YAML's
         base = metadata.get("data_path")
         metadata["data_path"] = {**(base if isinstance(base, dict) else {}),

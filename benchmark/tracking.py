@@ -37,14 +37,15 @@ def client():
     return MlflowClient(tracking_uri=uri)
 
 
-def experiment_id(mlflow_client, workload_name: str) -> str:
-    name = f"replaybench/{workload_name}"
+def experiment_id(mlflow_client, workload_name: str, experiment: str | None = None) -> str:
+    """The id of the experiment `replaybench/<workload_name>` (or `experiment`, e.g. eval/math500), created if new."""
+    name = experiment or f"replaybench/{workload_name}"
     exp = mlflow_client.get_experiment_by_name(name)
     if exp is not None:
         return exp.experiment_id
     location = None
     if tracking_uri().startswith("sqlite:"):  # keep artifacts under runs/, not ./mlruns of the cwd
-        location = (RUNS_DIR / "artifacts" / workload_name).as_uri()
+        location = (RUNS_DIR / "artifacts" / (experiment or workload_name)).as_uri()
     return mlflow_client.create_experiment(name, artifact_location=location)
 
 
@@ -74,12 +75,12 @@ class RunRecorder:
     """Writes one run; `run_id` reopens an existing run (resume)."""
 
     def __init__(self, workload_name: str, run_name: str = "", tags: dict | None = None,
-                 params: dict | None = None, run_id: str | None = None):
+                 params: dict | None = None, run_id: str | None = None, experiment: str | None = None):
         from mlflow.entities import Param, RunTag
 
         self.client = client()
         if run_id is None:
-            run = self.client.create_run(experiment_id(self.client, workload_name), run_name=run_name,
+            run = self.client.create_run(experiment_id(self.client, workload_name, experiment), run_name=run_name,
                                          tags={k: str(v) for k, v in (tags or {}).items()})
             self.run_id = run.info.run_id
             items = [Param(k, str(v)[:6000]) for k, v in flatten(params or {}).items()]

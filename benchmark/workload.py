@@ -22,6 +22,8 @@ class WorkloadError(Exception):
 @dataclass
 class ModelConfig:
     source: str = "tiny"  # "tiny" = the CPU model from tiny_lm; otherwise a hub id or a local path
+    dtype: str = "float32"  # weights dtype: float32, bfloat16 or float16
+    prompt_format: str = "auto"  # chat template of the tokenizer (chat), raw prompt (plain), or auto; see prompts.py
     checkpoint: str = ""  # folder (relative to the repo) of the warm-started start checkpoint
     alphabet: str = ""  # tiny only: the characters of the tokenizer
     hidden_size: int = 192
@@ -51,6 +53,8 @@ class PipelineConfig:
     trainers: int = 4
     sync_every: int = 1  # workers receive the trainers' weights every this many steps
     mu: float = 5.28  # cost of generating a token / cost of training on it (Qwen2.5-7B in the paper)
+    mu_source: str = ""  # where mu comes from: "paper: ...", "measured: ...", or "unknown: ..." (a placeholder)
+    grid: list[list[int]] = field(default_factory=list)  # the (W, T) splits swept for this workload, W + T = devices
 
 
 @dataclass
@@ -78,6 +82,9 @@ class EvalConfig:
     pass_k_samples: int = 8  # n samples per problem at temperature 1.0 for pass@k
     pass_k_problems: int = 100
     num_logged_samples: int = 20  # eval completions kept as an artifact
+    # what is evaluated: "task" (its test split) or "task:split"; the first gives eval/accuracy (what is
+    # scored), the others eval/<task>[.<split>]/...; empty = the workload's task, test split
+    tasks: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -89,6 +96,8 @@ class Workload:
     budget: float = 1_000_000.0  # compute units
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3])
     strategy_defaults: dict = field(default_factory=dict)  # per-workload strategy hyperparameters
+    data_path: dict = field(default_factory=dict)  # task name -> local data (a path, or {split: path}); see tasks.py
+    max_new_tokens: int = 0  # generation limit for training and evaluation; 0 = each task's max_gen_toks
     model: ModelConfig = field(default_factory=ModelConfig)
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
@@ -114,8 +123,59 @@ class Workload:
             problems.append(f"grpo.loss must be grpo or asymre, not {g.loss!r}")
         if g.eps_low < 0 or g.eps_high < 0:
             problems.append("grpo.eps_low and grpo.eps_high must be >= 0")
+        problems += self._model_and_task_problems()
         if problems:
             raise WorkloadError(f"workload {self.name}: " + "; ".join(problems))
+
+    def load_task(self, name: str | None = None):
+        """A task of this workload (default: the training task), reading data_path[name] if given
+        (paths relative to the repository root)."""
+        from benchmark.tasks import load_task
+
+        def resolve(path):
+            return None if path is None else str(WORKLOADS_DIR.parent / path)  # an absolute path stays as is
+
+        name = name or self.task
+        data_path = self.data_path.get(name)
+        if isinstance(data_path, dict):
+            data_path = {split: resolve(path) for split, path in data_path.items()}
+        elif data_path is not None:
+            data_path = resolve(data_path)
+        return load_task(name, data_path=data_path)
+
+    def eval_targets(self) -> list[tuple[str, str]]:
+        """(task, split) pairs evaluated, the scored one first."""
+        return [tuple(t.split(":", 1)) if ":" in t else (t, "test") for t in self.eval.tasks] or [(self.task, "test")]
+
+    def _model_and_task_problems(self) -> list[str]:
+        from benchmark.prompts import PROMPT_FORMATS
+        from benchmark.tasks import TASKS_DIR
+
+        m, problems = self.model, []
+        if m.dtype not in ("float32", "bfloat16", "float16"):
+            problems.append(f"model.dtype must be float32, bfloat16 or float16, not {m.dtype!r}")
+        if m.prompt_format not in PROMPT_FORMATS:
+            problems.append(f"model.prompt_format must be one of {', '.join(PROMPT_FORMATS)}, not {m.prompt_format!r}")
+        e = self.eval
+        if e.pass_k_problems > 0 and e.pass_k and max(e.pass_k) > e.pass_k_samples:
+            problems.append(f"eval.pass_k {e.pass_k} needs eval.pass_k_samples >= {max(e.pass_k)} "
+                            f"(it is {e.pass_k_samples})")
+        if self.max_new_tokens < 0:
+            problems.append("max_new_tokens must be >= 0 (0 = the task's own limit)")
+        devices = self.pipeline.devices
+        for pair in self.pipeline.grid:
+            if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(x, int) and x >= 1
+                                                                               for x in pair) and sum(pair) == devices):
+                problems.append(f"pipeline.grid entry {pair!r} must be [W, T] with W, T >= 1 and W + T = {devices}")
+        tasks = {self.task} | {name for name, _ in self.eval_targets()}
+        missing = sorted(t for t in tasks if not (TASKS_DIR / t / f"{t}.yaml").is_file())
+        if missing:
+            problems.append(f"no task {', '.join(missing)} (expected tasks/<name>/<name>.yaml)")
+        unknown = sorted(set(self.data_path) - tasks)
+        if unknown:
+            problems.append(f"data_path names task(s) {', '.join(unknown)} that the workload neither trains nor "
+                            f"evaluates on ({', '.join(sorted(tasks))})")
+        return problems
 
 
 SECTIONS = {"model": ModelConfig, "warm_start": WarmStartConfig, "pipeline": PipelineConfig,

@@ -20,7 +20,7 @@ def no_hub(monkeypatch):
     monkeypatch.setattr(benchmark.tasks, "_load_hub", fail)
 
 
-@pytest.mark.parametrize("name, n_train, n_test", [("math500", 1000, 500), ("openr1_math", 54, 500)])
+@pytest.mark.parametrize("name, n_train, n_test", [("math500", 1000, 500), ("openr1_math", 44, 500)])
 def test_task_loads_offline_from_bundled_data(no_hub, name, n_train, n_test):
     task = load_task(name)
     train, test = task.docs("train"), task.docs("test")

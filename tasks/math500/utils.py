@@ -1,5 +1,12 @@
 """MATH / MATH-500 prompt, gold answer and reward (lm-eval `!function` targets), shared by the math tasks."""
 
-from benchmark.math_task import INSTRUCTION, doc_to_target, doc_to_text, process_results
+from pathlib import Path
 
-__all__ = ["INSTRUCTION", "doc_to_target", "doc_to_text", "process_results"]
+from benchmark.math_task import INSTRUCTION, doc_to_target, doc_to_text, local_dataset, process_results
+
+__all__ = ["INSTRUCTION", "dataset", "doc_to_target", "doc_to_text", "process_results"]
+
+
+def dataset(**kwargs):
+    """lm-eval's custom_dataset: this folder's data files (lm-eval would resolve them from the working directory)."""
+    return local_dataset(Path(__file__).parent, **kwargs)

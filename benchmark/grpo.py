@@ -140,21 +140,27 @@ class GRPOTrainer:
         self.loss_cfg = loss or LossConfig()
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
 
-    def step(self, rollouts: list[Rollout], weights: list[float] | None = None) -> dict[str, float]:
-        """One optimiser step; `weights` (one per rollout) scale each sample's token losses."""
+    def step(self, rollouts: list[Rollout], weights: list[float] | None = None,
+             loss_scale: float = 1.0) -> dict[str, float]:
+        """One optimiser step; `weights` (one per rollout) scale each sample's token losses.
+
+        loss_scale multiplies the loss before backward (the reported loss is unscaled): a data-parallel
+        trainer holding part of the batch scales by T x its share, so that averaging the T gradients
+        gives the gradient of the whole batch's loss."""
         self.model.train()
-        w = None if weights is None else torch.tensor(weights, dtype=torch.float32)
-        input_ids, attention, completion_mask, behaviour = pad_batch(rollouts, self.pad_id)
+        device = next(self.model.parameters()).device  # the batch goes where the model is (a GPU, or the CPU)
+        w = None if weights is None else torch.tensor(weights, dtype=torch.float32, device=device)
+        input_ids, attention, completion_mask, behaviour = (t.to(device) for t in pad_batch(rollouts, self.pad_id))
         logp, entropy = token_logprobs_and_entropy(self.model, input_ids, attention, self.temperature)
         if self.loss_cfg.kind == "asymre":
-            rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32)
-            baselines = torch.tensor([r.group_reward_mean for r in rollouts], dtype=torch.float32)
+            rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32, device=device)
+            baselines = torch.tensor([r.group_reward_mean for r in rollouts], dtype=torch.float32, device=device)
             loss, stats = asymre_loss(logp, behaviour, rewards, baselines, completion_mask, self.loss_cfg, w)
         else:
-            advantages = torch.tensor([r.advantage for r in rollouts], dtype=torch.float32)
+            advantages = torch.tensor([r.advantage for r in rollouts], dtype=torch.float32, device=device)
             loss, stats = clipped_policy_loss(logp, behaviour, advantages, completion_mask, self.loss_cfg, w)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss * loss_scale if loss_scale != 1.0 else loss).backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
         self.optimizer.step()
         n = completion_mask.sum().clamp(min=1)

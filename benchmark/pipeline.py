@@ -19,6 +19,7 @@ import copy
 import dataclasses
 import hashlib
 import heapq
+import json
 import math
 import os
 import statistics
@@ -33,6 +34,7 @@ import torch
 from benchmark.evaluation import evaluate
 from benchmark.generation import HFEngine
 from benchmark.grpo import GRPOTrainer, LossConfig, group_advantages
+from benchmark.prompts import PromptFormat, identity
 from benchmark.rollout import Rollout
 from benchmark.strategy import Batch, ReplayStrategy, StrategyContext, StrategyFailure
 from benchmark.tasks import Task
@@ -66,23 +68,196 @@ class PendingGroup:
     policy_version: int
 
 
+# ---- pieces shared with the Ray executor (benchmark/ray_executor.py) ------------------------
+def build_trainer(model, pad_id: int, g) -> GRPOTrainer:
+    """The GRPO trainer with the workload's settings (g: its GRPOConfig)."""
+    return GRPOTrainer(
+        model, pad_id, lr=g.lr, weight_decay=g.weight_decay, max_grad_norm=g.max_grad_norm,
+        betas=g.betas, temperature=g.temperature,
+        loss=LossConfig(eps_low=g.eps_low, eps_high=g.eps_high, aggregation=g.aggregation, kind=g.loss,
+                        asymre_delta=g.asymre_delta),
+    )
+
+
+def eval_points(every: float, budget: float) -> list[float]:
+    """Compute checkpoints: 0, every, 2*every, ..., and the budget itself."""
+    points = [i * every for i in range(int(budget // every) + 1)]
+    if points[-1] < budget - 1e-9:
+        points.append(budget)
+    return points
+
+
+def doc_id(doc: dict) -> str:
+    """A training document's prompt id: its `id` (or `unique_id`, `name`), else a hash of its content."""
+    for key in ("id", "unique_id", "name"):
+        if doc.get(key) not in (None, ""):
+            return str(doc[key])
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def stream_doc(train_docs: list[dict], seed: int, position: int) -> dict:
+    """The training stream: the train split in a seeded order, reshuffled every epoch."""
+    n = len(train_docs)
+    epoch, index = divmod(position, n)
+    order = np.random.default_rng(derive_seed(seed, "stream", epoch)).permutation(n)
+    return train_docs[order[index]]
+
+
+def build_rollouts(group: PendingGroup, first_rollout_id: int, group_id: int, created_step: int,
+                   created_time: float) -> list[Rollout]:
+    """Rollout records for a finished generation: ids from first_rollout_id on, group-relative advantages."""
+    advantages = group_advantages(group.rewards)
+    return [
+        Rollout(rollout_id=first_rollout_id + i, group_id=group_id, prompt_id=group.prompt_id,
+                prompt_ids=c.prompt_ids, completion_ids=c.completion_ids, behaviour_logprobs=c.logprobs,
+                reward=r, correct=r >= 1.0, advantage=a, policy_version=group.policy_version,
+                created_step=created_step, created_time=created_time,
+                group_reward_mean=sum(group.rewards) / len(group.rewards))
+        for i, (c, r, a) in enumerate(zip(group.completions, group.rewards, advantages))
+    ]
+
+
+def checked_pool_request(request) -> tuple[int, int] | None:
+    """What `pool_request` returned, checked: (prompts, samples_per_prompt) or None."""
+    if not request:
+        return None
+    if not (isinstance(request, (tuple, list)) and len(request) == 2
+            and all(isinstance(x, int) and x > 0 for x in request)):
+        raise StrategyFailure("garbage: pool_request() must return (prompts, samples_per_prompt) or None")
+    return tuple(request)
+
+
+def check_batch(sampled, batch_size: int, known: dict[int, Rollout]) -> tuple[list[Rollout], list[float] | None]:
+    """What `sample` returned, checked: train only on the engine's own copies of rollouts it handed over."""
+    weights = regroup = None
+    if isinstance(sampled, Batch):
+        sampled, weights, regroup = sampled.rollouts, sampled.weights, sampled.regroup
+        if weights is not None and (len(weights) != len(sampled) or not all(
+                isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in weights)):
+            raise StrategyFailure("garbage: Batch.weights must hold one finite, non-negative number per rollout")
+    if not isinstance(sampled, (list, tuple)) or len(sampled) != batch_size:
+        got = f"{len(sampled)} items" if isinstance(sampled, (list, tuple)) else type(sampled).__name__
+        raise StrategyFailure(f"garbage: sample() must return a list of exactly {batch_size} rollouts "
+                              f"or None, got {got}")
+    checked = []
+    for r in sampled:
+        if not isinstance(r, Rollout):
+            raise StrategyFailure(f"garbage: sample() returned a {type(r).__name__}, not a Rollout")
+        own = known.get(r.rollout_id)
+        if own is None:
+            raise StrategyFailure(f"fabricated: rollout {r.rollout_id} was never produced by the engine")
+        if own != r:
+            raise StrategyFailure(f"tampered: rollout {r.rollout_id} differs from the one the engine handed over")
+        checked.append(own)
+    if regroup:
+        checked = regrouped(checked, regroup)
+    return checked, None if weights is None else list(weights)
+
+
+def regrouped(batch: list[Rollout], regroup) -> list[Rollout]:
+    """The engine's own recompute of group-relative advantages over the sets the strategy named."""
+    seen: set[int] = set()
+    batch = list(batch)
+    for positions in regroup:
+        if not all(isinstance(i, int) and 0 <= i < len(batch) and i not in seen for i in positions):
+            raise StrategyFailure("garbage: Batch.regroup must be disjoint lists of batch positions")
+        seen.update(positions)
+        rewards = [batch[i].reward for i in positions]
+        mean = sum(rewards) / len(rewards) if rewards else 0.0
+        for i, advantage in zip(positions, group_advantages(rewards)):
+            batch[i] = dataclasses.replace(batch[i], advantage=advantage, group_reward_mean=mean)
+    return batch
+
+
+def record_use(batch: list[Rollout], trainer_step: int, use_count: dict[int, int],
+               last_used_step: dict[int, int]) -> tuple[dict, int]:
+    """Count a trained batch in use_count / last_used_step; returns its usage metrics and its summed
+    staleness (trainer version - rollout version, over the batch)."""
+    staleness = [trainer_step - r.policy_version for r in batch]
+    since_last = [trainer_step - last_used_step[r.rollout_id] for r in batch if r.rollout_id in last_used_step]
+    for r in batch:
+        use_count[r.rollout_id] = use_count.get(r.rollout_id, 0) + 1
+        last_used_step[r.rollout_id] = trainer_step
+    stats = dict(
+        offpolicy_mean=float(np.mean(staleness)), offpolicy_median=float(np.median(staleness)),
+        offpolicy_max=float(max(staleness)),
+        steps_since_last_use=float(np.mean(since_last)) if since_last else 0.0,
+        reused_fraction=len(since_last) / len(batch),
+        reward=float(np.mean([r.reward for r in batch])),
+        response_length=float(np.mean([len(r.completion_ids) for r in batch])),
+    )
+    return stats, sum(staleness)
+
+
+def evaluate_policy(engine, task: Task, docs: list[dict], cfg, seed: int, index: int, prompt=identity,
+                    max_new_tokens: int | None = None) -> dict:
+    """The workload's evaluation (cfg: its EvalConfig) of the engine's weights; `index` numbers the checkpoint.
+    prompt: the PromptFormat; max_new_tokens: the workload's limit (None: the task's)."""
+    return evaluate(engine, task, docs, temperature=cfg.temperature, pass_k=cfg.pass_k,
+                    pass_k_samples=cfg.pass_k_samples, pass_k_problems=cfg.pass_k_problems,
+                    seed=derive_seed(seed, "eval", index), keep_samples=cfg.num_logged_samples, prompt=prompt,
+                    max_new_tokens=max_new_tokens)
+
+
+def eval_sets(workload: Workload, task: Task) -> list[tuple[str, Task, list[dict]]]:
+    """(label, task, docs) per evaluated (task, split) of the workload, the scored one first with label ""
+    (its metrics are eval/accuracy, ...); the others are labelled task or task.split (eval/<label>/accuracy)."""
+    sets = []
+    for i, (name, split) in enumerate(workload.eval_targets()):
+        t = task if name == task.name else workload.load_task(name)
+        label = "" if i == 0 else name if split == "test" else f"{name}.{split}"
+        sets.append((label, t, t.docs(split)[: workload.eval.num_problems]))
+    return sets
+
+
+def evaluate_sets(engine, sets, workload: Workload, seed: int, index: int, prompt=identity) -> tuple[dict, list]:
+    """The evaluation at checkpoint `index` on every eval set (from `eval_sets`): the metrics (the scored
+    set's as they are, the others as <label>/<metric>) and the scored set's logged samples."""
+    metrics, logged = {}, []
+    for label, task, docs in sets:
+        result = evaluate_policy(engine, task, docs, workload.eval, seed, index, prompt=prompt,
+                                 max_new_tokens=workload.max_new_tokens or None)
+        samples = result.pop("samples", [])
+        if not label:  # the scored evaluation
+            logged = samples
+        metrics.update({f"{label}/{k}" if label else k: v for k, v in result.items()})
+    return metrics, logged
+
+
+def usage_summary(eval_history: list[dict], use_count: dict[int, int], rollouts_generated: int,
+                  samples_trained: int, staleness_total: int) -> dict:
+    """The parts of a run's summary that depend only on its evaluations and on how rollouts were used."""
+    best = max(eval_history, key=lambda p: (p["accuracy"], -p["compute"]))
+    used = list(use_count.values())
+    return {
+        "final": eval_history[-1],
+        "best": best,
+        "start_accuracy": eval_history[0]["accuracy"],
+        "eval_curve": eval_history,
+        "replay_ratio": samples_trained / max(rollouts_generated, 1),
+        "offpolicy_mean": staleness_total / max(samples_trained, 1),
+        "rollouts_never_used_fraction": 1 - len(used) / max(rollouts_generated, 1),
+        "max_uses_of_a_rollout": max(used, default=0),
+        "median_uses_of_used_rollouts": statistics.median(used) if used else 0,
+    }
+
+
 class Pipeline:
     def __init__(self, workload: Workload, task: Task, model, tokenizer, strategy: ReplayStrategy, seed: int):
         self.w, self.task, self.tokenizer, self.strategy, self.seed = workload, task, tokenizer, strategy, seed
         p, g = workload.pipeline, workload.grpo
         self.devices = p.workers + p.trainers
-        self.trainer = GRPOTrainer(
-            model, tokenizer.pad_token_id, lr=g.lr, weight_decay=g.weight_decay, max_grad_norm=g.max_grad_norm,
-            betas=g.betas, temperature=g.temperature,
-            loss=LossConfig(eps_low=g.eps_low, eps_high=g.eps_high, aggregation=g.aggregation, kind=g.loss,
-                            asymre_delta=g.asymre_delta),
-        )
+        self.trainer = build_trainer(model, tokenizer.pad_token_id, g)
         # Workers share one engine holding the latest published weights: a worker picks the
         # version up when its next generation starts, which is all the pipeline needs.
         self.engine = HFEngine(copy.deepcopy(model), tokenizer, version=0)
         self.eval_engine = HFEngine(model, tokenizer)
         self.train_docs = task.docs("train")
         self.eval_docs = task.docs("test")[: workload.eval.num_problems]
+        self.eval_sets = eval_sets(workload, task)
+        # The model's chat template when it has one (model.prompt_format), the same for training and evaluation.
+        self.prompt = PromptFormat(tokenizer, workload.model.prompt_format)
+        self.max_new_tokens = workload.max_new_tokens or task.max_new_tokens
 
         self.clock = 0.0
         self.events: list[Event] = []
@@ -117,19 +292,11 @@ class Pipeline:
         return self.devices * self.clock
 
     def eval_points(self) -> list[float]:
-        """Compute checkpoints: 0, every, 2*every, ..., and the budget itself."""
-        every, budget = self.w.eval.every, self.w.budget
-        points = [i * every for i in range(int(budget // every) + 1)]
-        if points[-1] < budget - 1e-9:
-            points.append(budget)
-        return points
+        return eval_points(self.w.eval.every, self.w.budget)
 
     def start(self) -> None:
-        request = self.strategy.pool_request()
+        request = checked_pool_request(self.strategy.pool_request())
         if request:
-            if not (isinstance(request, (tuple, list)) and len(request) == 2
-                    and all(isinstance(x, int) and x > 0 for x in request)):
-                raise StrategyFailure("garbage: pool_request() must return (prompts, samples_per_prompt) or None")
             self._generate_pool(*request)  # the workers start when the pool is done
         else:
             self._start_workers()
@@ -145,13 +312,13 @@ class Pipeline:
         for position in range(prompts):
             doc = self._stream_doc(position)
             t = time.perf_counter()
-            [completions] = self.engine.generate([self.task.doc_to_text(doc)], n=samples, temperature=g.temperature,
-                                                 max_new_tokens=self.task.max_new_tokens,
+            [completions] = self.engine.generate([self.prompt(self.task.doc_to_text(doc))], n=samples,
+                                                 temperature=g.temperature, max_new_tokens=self.max_new_tokens,
                                                  seed=derive_seed(self.seed, "pool", position))
             self.wall["generation"] += time.perf_counter() - t
             rewards = [self.task.score(doc, c.text) for c in completions]
             tokens += sum(len(c.prompt_ids) + len(c.completion_ids) for c in completions)
-            groups.append(PendingGroup(str(doc["id"]), completions, rewards, self.engine.version))
+            groups.append(PendingGroup(doc_id(doc), completions, rewards, self.engine.version))
         self._push(self.w.pipeline.mu * tokens / self.devices, POOL_DONE, payload=groups)
 
     def _finish_pool(self, event: Event) -> None:
@@ -209,11 +376,7 @@ class Pipeline:
 
     # ---- workers --------------------------------------------------------------------------
     def _stream_doc(self, position: int) -> dict:
-        """The training stream: the train split in a seeded order, reshuffled every epoch."""
-        n = len(self.train_docs)
-        epoch, index = divmod(position, n)
-        order = np.random.default_rng(derive_seed(self.seed, "stream", epoch)).permutation(n)
-        return self.train_docs[order[index]]
+        return stream_doc(self.train_docs, self.seed, position)
 
     def _next_doc(self) -> dict:
         self.stream_position += 1
@@ -225,8 +388,8 @@ class Pipeline:
         seed = derive_seed(self.seed, "generation", self.generations_started)
         self.generations_started += 1
         t = time.perf_counter()
-        [completions] = self.engine.generate([self.task.doc_to_text(doc)], n=g.group_size,
-                                             temperature=g.temperature, max_new_tokens=self.task.max_new_tokens,
+        [completions] = self.engine.generate([self.prompt(self.task.doc_to_text(doc))], n=g.group_size,
+                                             temperature=g.temperature, max_new_tokens=self.max_new_tokens,
                                              seed=seed)
         self.wall["generation"] += time.perf_counter() - t
         rewards = [self.task.score(doc, c.text) for c in completions]
@@ -234,7 +397,7 @@ class Pipeline:
         duration = self.w.pipeline.mu * tokens
         self.worker_started[worker] = self.clock
         self._push(self.clock + duration, GENERATION_DONE, worker,
-                   PendingGroup(str(doc["id"]), completions, rewards, self.engine.version))
+                   PendingGroup(doc_id(doc), completions, rewards, self.engine.version))
 
     def _finish_generation(self, event: Event) -> None:
         self.worker_busy_time += self.clock - self.worker_started.pop(event.worker)
@@ -248,19 +411,9 @@ class Pipeline:
 
     def _make_rollouts(self, group: PendingGroup) -> list[Rollout]:
         """Rollout records for a finished generation, registered as the engine's own."""
-        advantages = group_advantages(group.rewards)
-        rollouts = []
-        for c, r, a in zip(group.completions, group.rewards, advantages):
-            rollout = Rollout(
-                rollout_id=self.next_rollout_id, group_id=self.next_group_id, prompt_id=group.prompt_id,
-                prompt_ids=c.prompt_ids, completion_ids=c.completion_ids, behaviour_logprobs=c.logprobs,
-                reward=r, correct=r >= 1.0, advantage=a, policy_version=group.policy_version,
-                created_step=self.trainer_step, created_time=self.clock,
-                group_reward_mean=sum(group.rewards) / len(group.rewards),
-            )
-            self.known[rollout.rollout_id] = rollout
-            self.next_rollout_id += 1
-            rollouts.append(rollout)
+        rollouts = build_rollouts(group, self.next_rollout_id, self.next_group_id, self.trainer_step, self.clock)
+        self.known.update((r.rollout_id, r) for r in rollouts)
+        self.next_rollout_id += len(rollouts)
         self.next_group_id += 1
         self.rollouts_generated += len(rollouts)
         return rollouts
@@ -284,68 +437,22 @@ class Pipeline:
         self.strategy_calls += 1
 
     def _checked_batch(self, sampled, batch_size: int) -> tuple[list[Rollout], list[float] | None]:
-        """Train only on the engine's own copies of rollouts it handed to the strategy."""
-        weights = regroup = None
-        if isinstance(sampled, Batch):
-            sampled, weights, regroup = sampled.rollouts, sampled.weights, sampled.regroup
-            if weights is not None and (len(weights) != len(sampled) or not all(
-                    isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in weights)):
-                raise StrategyFailure("garbage: Batch.weights must hold one finite, non-negative number per rollout")
-        if not isinstance(sampled, (list, tuple)) or len(sampled) != batch_size:
-            got = f"{len(sampled)} items" if isinstance(sampled, (list, tuple)) else type(sampled).__name__
-            raise StrategyFailure(f"garbage: sample() must return a list of exactly {batch_size} rollouts "
-                                  f"or None, got {got}")
-        checked = []
-        for r in sampled:
-            if not isinstance(r, Rollout):
-                raise StrategyFailure(f"garbage: sample() returned a {type(r).__name__}, not a Rollout")
-            own = self.known.get(r.rollout_id)
-            if own is None:
-                raise StrategyFailure(f"fabricated: rollout {r.rollout_id} was never produced by the engine")
-            if own != r:
-                raise StrategyFailure(f"tampered: rollout {r.rollout_id} differs from the one the engine handed over")
-            checked.append(own)
-        if regroup:
-            checked = self._regrouped(checked, regroup)
-        return checked, None if weights is None else list(weights)
+        return check_batch(sampled, batch_size, self.known)
 
-    @staticmethod
-    def _regrouped(batch: list[Rollout], regroup) -> list[Rollout]:
-        """The engine's own recompute of group-relative advantages over the sets the strategy named."""
-        seen: set[int] = set()
-        batch = list(batch)
-        for positions in regroup:
-            if not all(isinstance(i, int) and 0 <= i < len(batch) and i not in seen for i in positions):
-                raise StrategyFailure("garbage: Batch.regroup must be disjoint lists of batch positions")
-            seen.update(positions)
-            rewards = [batch[i].reward for i in positions]
-            mean = sum(rewards) / len(rewards) if rewards else 0.0
-            for i, advantage in zip(positions, group_advantages(rewards)):
-                batch[i] = dataclasses.replace(batch[i], advantage=advantage, group_reward_mean=mean)
-        return batch
+    _regrouped = staticmethod(regrouped)
 
     def _finish_train_step(self, event: Event) -> None:
         batch, weights = event.payload
         t = time.perf_counter()
         stats = self.trainer.step(batch, weights)
         self.wall["training"] += time.perf_counter() - t
-        staleness = [self.trainer_step - r.policy_version for r in batch]
-        since_last = [self.trainer_step - self.last_used_step[r.rollout_id] for r in batch
-                      if r.rollout_id in self.last_used_step]
-        for r in batch:
-            self.use_count[r.rollout_id] = self.use_count.get(r.rollout_id, 0) + 1
-            self.last_used_step[r.rollout_id] = self.trainer_step
+        usage, staleness = record_use(batch, self.trainer_step, self.use_count, self.last_used_step)
         self.trainer_step += 1
         self.samples_trained += len(batch)
-        self.staleness_total += sum(staleness)
+        self.staleness_total += staleness
         self.trainer_busy = False
         stats.update(
-            offpolicy_mean=float(np.mean(staleness)), offpolicy_median=float(np.median(staleness)),
-            offpolicy_max=float(max(staleness)),
-            steps_since_last_use=float(np.mean(since_last)) if since_last else 0.0,
-            reused_fraction=len(since_last) / len(batch),
-            reward=float(np.mean([r.reward for r in batch])),
-            response_length=float(np.mean([len(r.completion_ids) for r in batch])),
+            **usage,
             compute=self.compute_used,
             rollouts_generated=self.rollouts_generated, samples_trained=self.samples_trained,
             replay_ratio=self.samples_trained / max(self.rollouts_generated, 1),
@@ -359,15 +466,13 @@ class Pipeline:
 
     # ---- evaluation -----------------------------------------------------------------------
     def _evaluate(self) -> None:
-        e = self.w.eval
         t = time.perf_counter()
-        result = evaluate(self.eval_engine, self.task, self.eval_docs, temperature=e.temperature, pass_k=e.pass_k,
-                          pass_k_samples=e.pass_k_samples, pass_k_problems=e.pass_k_problems,
-                          seed=derive_seed(self.seed, "eval", self.evals_done), keep_samples=e.num_logged_samples)
-        self.wall["evaluation"] += time.perf_counter() - t
-        self.last_samples = result.pop("samples", [])
         point = {"compute": self.compute_used, "trainer_step": self.trainer_step,
-                 "rollouts_generated": self.rollouts_generated, "samples_trained": self.samples_trained, **result}
+                 "rollouts_generated": self.rollouts_generated, "samples_trained": self.samples_trained}
+        metrics, self.last_samples = evaluate_sets(self.eval_engine, self.eval_sets, self.w, self.seed,
+                                                   self.evals_done, self.prompt)
+        point.update(metrics)
+        self.wall["evaluation"] += time.perf_counter() - t
         self.eval_history.append(point)
         self.evals_done += 1
         self.pending_metrics.extend((f"eval/{k}", float(v), self.trainer_step) for k, v in point.items())
@@ -384,24 +489,15 @@ class Pipeline:
 
     # ---- results --------------------------------------------------------------------------
     def summary(self) -> dict:
-        best = max(self.eval_history, key=lambda p: (p["accuracy"], -p["compute"]))
-        used = [n for n in self.use_count.values()]
         return {
-            "final": self.eval_history[-1],
-            "best": best,
-            "start_accuracy": self.eval_history[0]["accuracy"],
-            "eval_curve": self.eval_history,
+            **usage_summary(self.eval_history, self.use_count, self.rollouts_generated, self.samples_trained,
+                            self.staleness_total),
             "compute_used": self.compute_used,
             "budget": self.w.budget,
             "virtual_time": self.clock,
             "trainer_steps": self.trainer_step,
             "rollouts_generated": self.rollouts_generated,
             "samples_trained": self.samples_trained,
-            "replay_ratio": self.samples_trained / max(self.rollouts_generated, 1),
-            "offpolicy_mean": self.staleness_total / max(self.samples_trained, 1),
-            "rollouts_never_used_fraction": 1 - len(used) / max(self.rollouts_generated, 1),
-            "max_uses_of_a_rollout": max(used, default=0),
-            "median_uses_of_used_rollouts": statistics.median(used) if used else 0,
             "trainer_idle_fraction": self.trainer_idle_fraction(),
             "worker_idle_fraction": self.worker_idle_fraction(),
             "wall_seconds": dict(self.wall),
@@ -412,7 +508,7 @@ class Pipeline:
     # ---- checkpoints ----------------------------------------------------------------------
     def state_dict(self) -> dict:
         skip = {"w", "task", "tokenizer", "strategy", "trainer", "engine", "eval_engine", "train_docs",
-                "eval_docs", "strategy_rng"}
+                "eval_docs", "eval_sets", "prompt", "strategy_rng"}
         state = {k: v for k, v in vars(self).items() if k not in skip}
         state["strategy_rng"] = self.strategy_rng.bit_generator.state
         state["strategy"] = self.strategy.state_dict()

@@ -1,7 +1,8 @@
 """Generation engines: sample completions with the behaviour policy's per-token log-probs.
 
 The pipeline only talks to `GenerationEngine`; `HFEngine` (transformers `generate`) is the CPU
-default, and a vLLM engine can sit behind the same interface on GPUs.
+default; `VLLMEngine` (`benchmark/vllm_engine.py`, the `gpu` extra) sits behind the same interface.
+Both load new weights through `benchmark.weight_sync`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from benchmark.weight_sync import engine_weights, load_into_model
+
 
 @dataclass(frozen=True)
 class Completion:
@@ -18,6 +21,10 @@ class Completion:
     completion_ids: tuple[int, ...]  # up to and including the end-of-sequence token, if produced
     logprobs: tuple[float, ...]  # behaviour log-prob of each completion token
     text: str  # decoded completion without special tokens
+
+
+class EngineError(Exception):
+    """An engine that cannot start or load weights; the message names the fix."""
 
 
 class GenerationEngine:
@@ -43,14 +50,16 @@ class HFEngine(GenerationEngine):
         self.version = version
 
     def load_weights(self, state_dict: dict, version: int) -> None:
-        self.model.load_state_dict(state_dict)
+        tied = bool(getattr(self.model.config, "tie_word_embeddings", False))
+        weights = engine_weights(state_dict, tie_word_embeddings=tied, dtype=self.model.dtype)
+        load_into_model(self.model, weights, tied)
         self.version = version
 
     @torch.no_grad()
     def generate(self, prompts, n, temperature, max_new_tokens, seed):
         tok = self.tokenizer
         enc = tok([p for p in prompts for _ in range(n)], return_tensors="pt", padding=True,
-                  add_special_tokens=False)
+                  add_special_tokens=False).to(self.model.device)
         greedy = temperature <= 0
         kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
         # A private RNG stream per call: results depend on the seed only, not on what ran before.

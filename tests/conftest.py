@@ -1,3 +1,5 @@
+import importlib.util
+
 import pytest
 import torch
 
@@ -6,6 +8,10 @@ from benchmark.tiny_lm import build_char_tokenizer, build_tiny_model
 from benchmark.workload import load_workload
 
 torch.set_num_threads(1)  # the runs' default: reproducible, and fast on small shared machines
+
+# tests/vllm_engine/ needs vLLM, which has an environment of its own (`make test-vllm` builds .venv-vllm).
+if importlib.util.find_spec("vllm") is None:
+    collect_ignore = ["vllm_engine"]
 
 
 @pytest.fixture(scope="session")

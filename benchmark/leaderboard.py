@@ -1,19 +1,23 @@
 """The leaderboard: reads MLflow (the system of record), scores with benchmark.scoring, prints a ranked
-table and writes leaderboard/results.json and leaderboard/LEADERBOARD.md. Rules: leaderboard/README.md.
+table and writes leaderboard/results.json, leaderboard/LEADERBOARD.md and the page leaderboard/index.html
+(benchmark/leaderboard_page.py). Rules: leaderboard/README.md.
 
     replaybench leaderboard [--workload W] [--track T]      ranked table in the terminal
-    replaybench leaderboard build                             write results.json and LEADERBOARD.md
+    replaybench leaderboard build                             write results.json, LEADERBOARD.md, index.html
+    replaybench leaderboard serve [--port N]                  serve leaderboard/ on 127.0.0.1
     replaybench leaderboard freeze-target --workload W        freeze W's target from the reference runs
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
 import json
 import math
 import os
+import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,7 +30,7 @@ import numpy as np
 from benchmark import scoring
 from benchmark.tracking import REPO_ROOT, TAG, code_version, flatten
 
-SCHEMA = "replaybench-leaderboard/1"
+SCHEMA = "replaybench-leaderboard/2"  # 2: per-seed curves, replay ratio, off-policiness
 TARGET_SCHEMA = "replaybench-target/1"
 LEADERBOARD_DIR = REPO_ROOT / "leaderboard"
 TARGETS_DIR = LEADERBOARD_DIR / "targets"
@@ -103,21 +107,66 @@ def load_runs(workloads: list[str] | None = None, mlflow_client=None) -> list[Ru
         if rec.status == "finished":
             finished.append((rec, run))
 
+    local = all(urlparse(r.info.artifact_uri).scheme in ("file", "") for _, r in finished)
+    store_down: list[Exception] = []  # the store stopped answering mid-read: stop and report that instead
+
     def fetch(item):
+        if store_down:
+            return
         rec, run = item
         try:
             rec.summary = _read_summary(c, run)
         except Exception as exc:  # a missing or unreadable artifact is reported, not fatal
+            if not local:
+                try:
+                    c.search_experiments(max_results=1)
+                except Exception as down:
+                    store_down.append(down)
+                    return
             rec.problem = f"summary.json unreadable: {type(exc).__name__}: {exc}"
 
-    local = all(urlparse(r.info.artifact_uri).scheme in ("file", "") for _, r in finished)
     if local:
         for item in finished:
             fetch(item)
     else:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(fetch, finished))
+    if store_down:
+        raise store_down[0]
     return records
+
+
+# MLflow's HTTP client retries a dead server for minutes by default; scoring only reads, so it fails
+# fast instead (a user's own settings of these variables win).
+FAIL_FAST_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+
+
+@contextlib.contextmanager
+def reading_store(uri: str):
+    """Fail fast on a remote store, and turn a store that cannot be read into a LeaderboardError."""
+    import requests
+    from mlflow.exceptions import MlflowException
+
+    unset = [k for k in FAIL_FAST_HTTP if k not in os.environ]
+    os.environ.update({k: FAIL_FAST_HTTP[k] for k in unset})
+    try:
+        yield
+    except (MlflowException, requests.RequestException, OSError) as exc:
+        fix = ("start the tracking server (or point MLFLOW_TRACKING_URI at a reachable one)"
+               if urlparse(uri).scheme in ("http", "https") else "check that the store exists and is readable")
+        raise LeaderboardError(f"cannot read the MLflow tracking store {uri} ({_root_cause(exc)}): {fix}, then "
+                               "run the command again; no leaderboard file was changed") from exc
+    finally:
+        for k in unset:
+            os.environ.pop(k, None)
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The OS-level reason (e.g. "[Errno 111] Connection refused") when there is one, else the first line."""
+    text = str(exc)
+    found = re.search(r"\[Errno -?\d+\][^'\")]*|Read timed out|Connection aborted", text)
+    return found.group(0).strip() if found else text.splitlines()[0][:200] if text else type(exc).__name__
 
 
 # ---- targets ------------------------------------------------------------------------------
@@ -129,8 +178,12 @@ def canonical_workload(config: dict) -> dict:
 
 def differing_settings(run: dict, official: dict) -> list[str]:
     """Keys whose values differ. A key the run lacks is a field added to the workload after the run,
-    whose default keeps the old behaviour (the rule for adding fields), so it does not count."""
-    return sorted(k for k in run if run[k] != official.get(k))
+    whose default keeps the old behaviour (the rule for adding fields), so it does not count; a key the
+    official config lacks (a field added after the target was frozen) counts unless the run holds its default."""
+    from benchmark.workload import Workload
+
+    defaults = canonical_workload(Workload(name="", task="").to_dict())
+    return sorted(k for k in run if run[k] != official.get(k, defaults.get(k)))
 
 
 def _digest(obj) -> str:
@@ -190,7 +243,11 @@ def freeze_target(workload: str, records: list[RunRecord] | None = None, targets
     w = load_workload(workload)
     config = workload_config if workload_config is not None else w.to_dict()
     canonical = canonical_workload(config)
-    records = load_runs([w.name]) if records is None else records
+    if records is None:
+        from benchmark.tracking import tracking_uri
+
+        with reading_store(tracking_uri()):
+            records = load_runs([w.name])
     candidates = [r for r in records if r.workload == w.name and r.strategy == REFERENCE and r.status == "finished"
                   and r.summary is not None and str(r.workload_version) == str(w.version)
                   and not differing_settings(canonical_workload(r.summary["config"]["workload"]), canonical)]
@@ -308,6 +365,24 @@ def _exclusion_reason(rec: RunRecord) -> str | None:
     return f"incomplete: status {rec.status or '(no replaybench.status tag)'}"
 
 
+def _workload_record(group: str, score: scoring.WorkloadScore, runs: list[RunRecord], budget: float) -> dict:
+    """One entry's statistics on one workload, plus what the page plots: each seed's accuracy curve,
+    replay ratio and mean off-policiness (from its summary.json) and the curves' median and IQR."""
+    out = {"group": group, **{k: v for k, v in dataclasses.asdict(score).items() if k != "boot_capped"}}
+    summaries = {r.run_id: r.summary for r in runs}
+    for run_id, row in out["per_run"].items():
+        s = summaries[run_id]
+        points = scoring.within_budget(s["eval_curve"], budget)
+        row.update(replay_ratio=s.get("replay_ratio"), offpolicy_mean=s.get("offpolicy_mean"),
+                   curve={"compute": [float(p["compute"]) for p in points],
+                          "accuracy": [float(p["accuracy"]) for p in points]})
+    out["accuracy_curve"] = scoring.curve_band([summaries[i]["eval_curve"] for i in out["run_ids"]], budget)
+    for key in ("replay_ratio", "offpolicy_mean"):
+        values = [row[key] for row in out["per_run"].values() if row[key] is not None]
+        out[key] = scoring.summarise(values) if values else None
+    return out
+
+
 def build_results(records: list[RunRecord], targets: dict[str, dict], track: str | None = None,
                   resamples: int = scoring.BOOTSTRAP_RESAMPLES, tracking_uri: str | None = None) -> dict:
     """The whole leaderboard as a JSON-ready dict; every number traces to MLflow run ids."""
@@ -402,8 +477,7 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
             "workers": ident["workers"], "trainers": ident["trainers"], "reference": is_ref,
             "score": {"speedup_geomean": scores[i], "ci95": list(scoring.interval(boot[:, i]))},
             "performance_profile": profile[key], "flags": flags,
-            "workloads": {w: {"group": entry["groups"][w],
-                              **{k: v for k, v in dataclasses.asdict(per_w[w]).items() if k != "boot_capped"}}
+            "workloads": {w: _workload_record(entry["groups"][w], per_w[w], entry["runs"][w], targets[w]["budget"])
                           for w in workloads},
         })
     entries.sort(key=lambda e: (e["rank"], -e["performance_profile"], e["label"]))
@@ -570,25 +644,40 @@ def score_from_mlflow(workload: str | None = None, track: str | None = None,
                 "`replaybench leaderboard freeze-target --workload W` for each workload once its reference runs "
                 "are in MLflow")
         targets = {w: load_target(w, targets_dir) for w in names}
-    records = load_runs(None if not workload else [workload])
-    return build_results(records, targets, track=track, tracking_uri=tracking_uri())
+    uri = tracking_uri()
+    with reading_store(uri):
+        records = load_runs(None if not workload else [workload])
+    return build_results(records, targets, track=track, tracking_uri=uri)
+
+
+def results_json(results: dict) -> str:
+    """results.json's text: indented, but each list of plain values (a curve, run ids) on one line."""
+    text = json.dumps(results, indent=2, allow_nan=False)
+    # JSON strings hold no raw newline, so only the layout between a flat list's items is rewritten
+    return re.sub(r"\[\n\s+([^\[\]{}]*?)\n\s*\]", lambda m: "[" + re.sub(r",\n\s+", ", ", m.group(1)) + "]",
+                  text) + "\n"
 
 
 def build(out_dir: Path | None = None, workload: str | None = None, track: str | None = None,
           targets_dir: Path | None = None) -> dict:
-    """Write results.json and LEADERBOARD.md atomically (both rendered before either is written)."""
+    """Write results.json, LEADERBOARD.md and index.html, each atomically, all three rendered from the
+    same results before any is written."""
+    from benchmark.leaderboard_page import render_html
+
     out_dir = Path(out_dir or LEADERBOARD_DIR)
     results = score_from_mlflow(workload, track, targets_dir)
-    payload = json.dumps(results, indent=2, allow_nan=False) + "\n"
-    markdown = render_markdown(results)
-    write_atomic(out_dir / "results.json", payload)
-    write_atomic(out_dir / "LEADERBOARD.md", markdown)
+    files = {"results.json": results_json(results),
+             "LEADERBOARD.md": render_markdown(results),
+             "index.html": render_html(results)}
+    for name, text in files.items():
+        write_atomic(out_dir / name, text)
     return results
 
 
 def run_cli(args) -> int:
     """Handler of `replaybench leaderboard ...` (see benchmark/cli.py)."""
     from rich.console import Console
+    from rich.markup import escape
 
     err = Console(stderr=True)
     action = getattr(args, "leaderboard_command", None)
@@ -605,12 +694,17 @@ def run_cli(args) -> int:
             out = Path(args.out) if getattr(args, "out", None) else LEADERBOARD_DIR
             results = build(out, args.workload, args.track, targets_dir)
             print_leaderboard(results)
-            err.print(f"wrote {out / 'results.json'} and {out / 'LEADERBOARD.md'}")
+            err.print(f"wrote {out / 'results.json'}, {out / 'LEADERBOARD.md'} and {out / 'index.html'} "
+                      "(open it, or `replaybench leaderboard serve`)")
             return 0
+        if action == "serve":
+            from benchmark.leaderboard_page import serve
+
+            return serve(Path(args.dir) if args.dir else LEADERBOARD_DIR, args.port)
         print_leaderboard(score_from_mlflow(args.workload, args.track, targets_dir))
         return 0
     except LeaderboardError as exc:
-        err.print(f"[red]error:[/] {exc}")
+        err.print(f"[red]error:[/] {escape(str(exc))}")
         return 2
 
 
@@ -622,11 +716,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--track", help="only runs tagged replaybench.track=TRACK (untagged runs are 'main')")
     parser.add_argument("--targets", type=Path, help=argparse.SUPPRESS)  # tests: another targets folder
     sub = parser.add_subparsers(dest="leaderboard_command")
-    p = sub.add_parser("build", help="write leaderboard/results.json and leaderboard/LEADERBOARD.md")
+    p = sub.add_parser("build", help="write leaderboard/results.json, LEADERBOARD.md and index.html")
     p.add_argument("--workload", default=argparse.SUPPRESS)
     p.add_argument("--track", default=argparse.SUPPRESS)
     p.add_argument("--targets", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, help="output folder (default: leaderboard/)")
+    p = sub.add_parser("serve", help="serve the leaderboard page on http://127.0.0.1:PORT (Ctrl-C stops)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--dir", type=Path, help="folder to serve (default: leaderboard/)")
     p = sub.add_parser("freeze-target", help="freeze a workload's target accuracy from its reference runs (once)")
     p.add_argument("--workload", required=True)
     p.add_argument("--group", help="the reference configuration (replaybench.group) when there are several")

@@ -113,6 +113,20 @@ def summarise(values, center=median) -> dict:
     return {"median": center(values), "q1": q1, "q3": q3, "iqr": iqr}
 
 
+def curve_band(curves: list[list[dict]], budget: float) -> dict:
+    """Median and quartiles of accuracy over seeds at each scheduled evaluation within budget.
+
+    Seeds of one workload share the evaluation schedule; a point some seed lacks is summarised over
+    the seeds that have it (n says how many)."""
+    at: dict[float, list[float]] = {}
+    for curve in curves:
+        for p in within_budget(curve, budget):
+            at.setdefault(float(p["compute"]), []).append(float(p["accuracy"]))
+    xs = sorted(at)
+    return {"compute": xs, "median": [median(at[x]) for x in xs], "q1": [quantile(at[x], 0.25) for x in xs],
+            "q3": [quantile(at[x], 0.75) for x in xs], "n": [len(at[x]) for x in xs]}
+
+
 def speedup(reference_ctt: float, ctt: float) -> float:
     """reference compute-to-target / compute-to-target: 0 when never reached."""
     if math.isinf(ctt):

@@ -7,7 +7,7 @@ runs of arith-tiny (summary.json with a 21-point evaluation curve, the runner's 
 train/entropy metric; 1% of the runs failed), freezes the target from the on_policy runs, then
 times each stage of `replaybench leaderboard build`: reading MLflow (search + summaries), the
 scoring itself (benchmark.leaderboard.build_results: per-seed statistics, bootstrap, ranks), and
-rendering the table, the markdown and the JSON. Creating the store is timed too but is not what is
+rendering the table, the markdown, the JSON and the page. Creating the store is timed too but is not what is
 measured (the target is scoring <= 5 s at 10,000 runs). By default the store is filled by copying
 one MlflowClient-made run's rows straight into SQLite (seconds for 10,000 runs); --api makes every
 run through MlflowClient instead (about 50 ms a run on two busy cores).
@@ -169,9 +169,15 @@ def main() -> int:
         rows.append(("rich table", time.perf_counter() - t, ""))
         t = time.perf_counter()
         md = leaderboard.render_markdown(results)
-        payload = json.dumps(results, indent=2, allow_nan=False)
+        payload = leaderboard.results_json(results)
         sizes = f"{len(md) / 1e6:.1f} MB + {len(payload) / 1e6:.1f} MB"
         rows.append(("markdown + JSON", time.perf_counter() - t, sizes))
+        from benchmark.leaderboard_page import render_html
+
+        t = time.perf_counter()
+        page = render_html(results)
+        rows.append(("index.html (plots of the first entries, every run listed)", time.perf_counter() - t,
+                     f"{len(page) / 1e6:.1f} MB"))
         ref = next(e for e in results["entries"] if e["reference"])
         assert ref["workloads"][WORKLOAD]["speedup"]["median"] == 1.0
         assert not math.isnan(results["entries"][0]["score"]["speedup_geomean"])

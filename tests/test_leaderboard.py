@@ -22,7 +22,7 @@ def fake_curve(budget, every, accs):
 
 
 def make_run(c, exp, strategy, seed, accs=None, workers=5, trainers=3, status="finished", overrides=None,
-             entropy=None, track=None, params=None):
+             entropy=None, track=None, params=None, replay_ratio=1.0, offpolicy_mean=0.5):
     """One MLflow run shaped like the runner's: tags, summary.json artifact, train/entropy metric."""
     w = load_workload(WORKLOAD, {"pipeline.workers": workers, "pipeline.trainers": trainers, **(overrides or {})})
     config = {"workload": w.to_dict(), "strategy": {"name": strategy, "path": f"baselines/{strategy}.py",
@@ -39,8 +39,9 @@ def make_run(c, exp, strategy, seed, accs=None, workers=5, trainers=3, status="f
     if status == "finished":
         curve = fake_curve(w.budget, w.eval.every, accs)
         best = max(curve, key=lambda p: (p["accuracy"], -p["compute"]))
-        summary = {"final": curve[-1], "best": best, "eval_curve": curve, "budget": w.budget, "replay_ratio": 1.0,
-                   "offpolicy_mean": 0.5, "config": config, "strategy": strategy, "seed": seed,
+        summary = {"final": curve[-1], "best": best, "eval_curve": curve, "budget": w.budget,
+                   "replay_ratio": replay_ratio, "offpolicy_mean": offpolicy_mean, "config": config,
+                   "strategy": strategy, "seed": seed,
                    "mlflow_run_id": rid, "group": group, "workload": WORKLOAD}
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "summary.json"

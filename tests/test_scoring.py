@@ -154,3 +154,11 @@ def test_rank_with_confidence_separates_clear_winners():
     assert point == [1, 3, 2]
     assert intervals[0] == (1, 1)
     assert bands == [1, 2, 2]  # the two close entries share a band
+
+
+def test_curve_band_median_and_quartiles_per_evaluation():
+    band = scoring.curve_band([curve(0.1, 0.2, 0.9), curve(0.3, 0.4), curve(0.2, 0.6, 0.5, 0.7, 0.8, 1.0)], BUDGET)
+    assert band["compute"] == [0.0, 250.0, 500.0, 750.0, 1000.0]  # the point past the budget is dropped
+    assert band["median"][:2] == [0.2, 0.4] and band["n"] == [3, 3, 2, 1, 1]
+    assert band["q1"][0] == pytest.approx(0.15) and band["q3"][0] == pytest.approx(0.25)
+    assert band["median"][2] == pytest.approx(0.7) and band["q1"][4] == band["q3"][4] == 0.8

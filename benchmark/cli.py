@@ -10,9 +10,11 @@ from pathlib import Path
 
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from benchmark.generation import EngineError
 from benchmark.policy import PolicyError
 from benchmark.runner import RunError, RunSpec, run, set_threads
 from benchmark.strategy import StrategyError
@@ -21,7 +23,7 @@ from benchmark.tasks import TaskError
 from benchmark.workload import WorkloadError, list_workloads, load_workload, split_overrides
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-USER_ERRORS = (WorkloadError, StrategyError, TaskError, PolicyError, RunError, SubmissionError)
+USER_ERRORS = (WorkloadError, StrategyError, TaskError, PolicyError, RunError, SubmissionError, EngineError)
 console = Console(stderr=True)
 
 
@@ -35,7 +37,8 @@ def _workload(args):
     return load_workload(args.workload, overrides), strategy_params
 
 
-def _run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, label: str = "") -> dict:
+def _run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, label: str = "",
+                       ray_options=None) -> dict:
     budget = spec.workload.budget
     columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"), TimeElapsedColumn()]
     with Progress(*columns, console=console, transient=False) as bar:
@@ -46,13 +49,19 @@ def _run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, l
             bar.update(job, completed=min(p.compute_used, budget),
                        status=f"{p.compute_used / budget:4.0%} of budget  step {p.trainer_step}  acc {acc:.3f}")
 
-        return run(spec, resume=resume, summary_json=summary_json, progress=progress)
+        return run(spec, resume=resume, summary_json=summary_json, progress=progress, ray_options=ray_options)
 
 
 def cmd_run(args) -> int:
     workload, strategy_params = _workload(args)
-    spec = RunSpec(workload, Path(args.strategy), strategy_params, args.seed, isolated=args.isolate)
-    summary = _run_with_progress(spec, resume=args.resume, summary_json=args.summary_json)
+    spec = RunSpec(workload, Path(args.strategy), strategy_params, args.seed, isolated=args.isolate,
+                   executor=args.executor)
+    ray_options = None
+    if args.ray_pace or args.ray_engine != "hf":
+        from benchmark.ray_executor import RayOptions
+
+        ray_options = RayOptions(pace=args.ray_pace, engine=args.ray_engine)
+    summary = _run_with_progress(spec, resume=args.resume, summary_json=args.summary_json, ray_options=ray_options)
     console.print(
         f"[bold]{spec.strategy_name}[/] seed {spec.seed}: start {summary['start_accuracy']:.3f} -> "
         f"best {summary['best']['accuracy']:.3f} at compute {summary['best']['compute']:,.0f}, "
@@ -91,7 +100,8 @@ def cmd_baselines(args) -> int:
         workload = load_workload(args.workload, overrides)
         params = {**entry.get("params", {}), **strategy_params}
         for seed in args.seeds if args.seeds is not None else workload.seeds:
-            spec = RunSpec(workload, REPO_ROOT / "baselines" / entry["strategy"], params, seed, isolated=args.isolate)
+            spec = RunSpec(workload, REPO_ROOT / "baselines" / entry["strategy"], params, seed, isolated=args.isolate,
+                           executor=args.executor)
             label = f"{name} ({workload.pipeline.workers},{workload.pipeline.trainers}) seed {seed}"
             try:
                 results.setdefault(name, []).append(_run_with_progress(spec, label=label))
@@ -172,6 +182,18 @@ def cmd_grade(args) -> int:
     return 0
 
 
+def cmd_doctor(args) -> int:
+    from benchmark.doctor import run_doctor
+
+    return run_doctor()
+
+
+def cmd_measure_mu(args) -> int:
+    from benchmark.measure_mu import run_cli
+
+    return run_cli(args, console)
+
+
 def cmd_leaderboard(args) -> int:
     from benchmark.leaderboard import run_cli
 
@@ -218,7 +240,7 @@ def cmd_submit(args) -> int:
     tags = {"submission": sub.name, "submission_sha256": sub.content_sha256(), "track": sub.track}
     failures = 0
     for spec in sub.run_specs(args.workload, args.seeds):
-        spec.tags = tags
+        spec.tags, spec.executor = tags, args.executor
         try:
             _run_with_progress(spec, label=f"{sub.name} seed {spec.seed}")
         except StrategyError as exc:  # recorded in MLflow as failed; the other seeds go on
@@ -243,16 +265,29 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--isolate", action="store_true",
                        help="run the strategy in its own process under time and memory limits (as official runs do)")
 
+    def executor(p):
+        p.add_argument("--executor", choices=["sim", "ray"], default="sim",
+                       help="sim: the virtual-time pipeline (the reference); ray: real Ray actors "
+                            "(needs the distributed extra; recorded under replaybench-ray/<workload>)")
+
     p = sub.add_parser("run", help="one training run, recorded in MLflow")
     common(p)
+    executor(p)
     p.add_argument("--strategy", required=True, help="path of a strategy file, e.g. baselines/fifo_uniform.py")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue the interrupted run of this config and seed")
     p.add_argument("--summary-json", type=Path, help="also write the run's final summary here")
+    p.add_argument("--ray-pace", type=float, metavar="SECONDS",
+                   help="with --executor ray: wall seconds per compute unit, so that generation and training "
+                        "run at the workload's relative speeds (mu) on hardware whose own mu differs")
+    p.add_argument("--ray-engine", default="hf", metavar="NAME",
+                   help="with --executor ray: the workers' engine, hf or module:factory "
+                        "(e.g. benchmark.vllm_engine:vllm_engine)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("baselines", help="all reference baselines x seeds, then a ranked table")
     common(p)
+    executor(p)
     p.add_argument("--seeds", type=int, nargs="+", help="default: the workload's seeds")
     p.add_argument("--strategies", nargs="+",
                    help="baseline names from baselines/baselines.yaml (default: the reference pair)")
@@ -271,9 +306,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", required=True, help="task name, e.g. math500")
     p.add_argument("file", type=Path, help="input .jsonl")
     p.add_argument("--out", type=Path, help="output .jsonl, one verdict per line (default: stdout)")
-    p.add_argument("--timeout", type=float, default=5.0, help="seconds per item; past it, graded incorrect")
+    p.add_argument("--timeout", type=float,
+                   help="seconds per item, past it graded incorrect (default: the verifier's: math 5, Lean 300)")
     p.add_argument("--workers", type=int, default=2, help="grading processes")
     p.set_defaults(func=cmd_grade)
+
+    from benchmark import eval_cli
+
+    p = sub.add_parser("eval", help="pass@k of a model (local folder or hub id) on a task, recorded in MLflow")
+    eval_cli.add_arguments(p)
+    p.set_defaults(func=eval_cli.cmd_eval)
 
     p = sub.add_parser("validate", help="check a submission: schema, then a short sandboxed dry run")
     p.add_argument("entry", help="the submission folder, e.g. submissions/example_entry")
@@ -284,7 +326,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("entry", help="the submission folder")
     p.add_argument("--workload", default="arith-tiny")
     p.add_argument("--seeds", type=int, nargs="+", help="default: the workload's pinned seeds")
+    executor(p)
     p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("doctor", help="check what this machine has: Python stack, MLflow, Lean, GPU (one line each)")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("measure-mu", help="measure mu (training / generation throughput per device) on this machine")
+    p.add_argument("--workload", default="arith-tiny", help="workload name or path of a workload .yaml")
+    p.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="generation engine (vllm: the gpu extra)")
+    p.add_argument("--repeats", type=int, default=5, help="timed repeats; the median is reported")
+    p.add_argument("--write", action="store_true",
+                   help="write pipeline.mu and pipeline.mu_source into the workload file")
+    p.set_defaults(func=cmd_measure_mu)
 
     from benchmark.leaderboard import add_arguments as leaderboard_arguments
 
@@ -314,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except USER_ERRORS as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}")  # escaped: messages may hold [brackets]
         return 2
     except KeyboardInterrupt:
         console.print("interrupted; continue with the same command and --resume")

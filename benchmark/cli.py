@@ -57,10 +57,10 @@ def cmd_run(args) -> int:
     spec = RunSpec(workload, Path(args.strategy), strategy_params, args.seed, isolated=args.isolate,
                    executor=args.executor)
     ray_options = None
-    if args.ray_pace or args.ray_engine != "hf":
+    if args.ray_pace or args.ray_engine != "hf" or args.ray_gpus_per_actor is not None:
         from benchmark.ray_executor import RayOptions
 
-        ray_options = RayOptions(pace=args.ray_pace, engine=args.ray_engine)
+        ray_options = RayOptions(pace=args.ray_pace, engine=args.ray_engine, gpus_per_actor=args.ray_gpus_per_actor)
     summary = _run_with_progress(spec, resume=args.resume, summary_json=args.summary_json, ray_options=ray_options)
     console.print(
         f"[bold]{spec.strategy_name}[/] seed {spec.seed}: start {summary['start_accuracy']:.3f} -> "
@@ -281,8 +281,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --executor ray: wall seconds per compute unit, so that generation and training "
                         "run at the workload's relative speeds (mu) on hardware whose own mu differs")
     p.add_argument("--ray-engine", default="hf", metavar="NAME",
-                   help="with --executor ray: the workers' engine, hf or module:factory "
-                        "(e.g. benchmark.vllm_engine:vllm_engine)")
+                   help="with --executor ray: the workers' engine, hf (transformers), vllm or module:factory "
+                        "(vllm is benchmark.vllm_engine:vllm_engine)")
+    p.add_argument("--ray-gpus-per-actor", type=float, metavar="F",
+                   help="with --executor ray: GPUs of each worker and trainer actor (default: 1 when the Ray "
+                        "cluster has GPUs, else 0 = CPUs only; 0.5 puts two actors on each GPU)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("baselines", help="all reference baselines x seeds, then a ranked table")

@@ -224,6 +224,21 @@ def evaluate_sets(engine, sets, workload: Workload, seed: int, index: int, promp
     return metrics, logged
 
 
+def train_step_metrics(run, stats: dict, usage: dict) -> list[tuple[str, float, int]]:
+    """The train/ metrics of the step just finished, as (name, value, trainer step): the trainer's
+    statistics, the batch's usage (from record_use) and the run's counters at this point. run: the
+    executor (Pipeline or RayPipeline), after it counted the step."""
+    metrics = {
+        **stats, **usage,
+        "compute": run.compute_used,
+        "rollouts_generated": run.rollouts_generated, "samples_trained": run.samples_trained,
+        "replay_ratio": run.samples_trained / max(run.rollouts_generated, 1),
+        "trainer_idle_fraction": run.trainer_idle_fraction(),
+        "worker_idle_fraction": run.worker_idle_fraction(),
+    }
+    return [(f"train/{k}", float(v), run.trainer_step) for k, v in metrics.items()]
+
+
 def usage_summary(eval_history: list[dict], use_count: dict[int, int], rollouts_generated: int,
                   samples_trained: int, staleness_total: int) -> dict:
     """The parts of a run's summary that depend only on its evaluations and on how rollouts were used."""
@@ -451,15 +466,7 @@ class Pipeline:
         self.samples_trained += len(batch)
         self.staleness_total += staleness
         self.trainer_busy = False
-        stats.update(
-            **usage,
-            compute=self.compute_used,
-            rollouts_generated=self.rollouts_generated, samples_trained=self.samples_trained,
-            replay_ratio=self.samples_trained / max(self.rollouts_generated, 1),
-            trainer_idle_fraction=self.trainer_idle_fraction(),
-            worker_idle_fraction=self.worker_idle_fraction(),
-        )
-        self.pending_metrics.extend((f"train/{k}", float(v), self.trainer_step) for k, v in stats.items())
+        self.pending_metrics.extend(train_step_metrics(self, stats, usage))
         if self.trainer_step % self.w.pipeline.sync_every == 0:
             self.engine.load_weights(self.trainer.model.state_dict(), self.trainer_step)
         self._try_train()

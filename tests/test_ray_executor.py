@@ -6,8 +6,10 @@ Ray run with the virtual-time pipeline in kind (the same order of magnitude), ne
 """
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -88,3 +90,193 @@ def test_ray_run_records_the_pipeline_metrics_and_agrees_in_kind(monkeypatch, is
     assert pipeline_metrics | measured <= metrics, sorted((pipeline_metrics | measured) - metrics)
     accuracy = c.get_metric_history(s["mlflow_run_id"], "eval/accuracy")
     assert len(accuracy) == 3
+
+
+# ---- placement: a pure decision, tested without Ray or GPUs ---------------------------------
+def _gpus_requested(p, workers, trainers):
+    return p.worker0.num_gpus + (workers - 1) * p.worker.num_gpus + trainers * p.trainer.num_gpus \
+        + p.strategy.num_gpus + p.evaluator.num_gpus
+
+
+def test_without_gpus_every_actor_gets_an_equal_share_of_the_cpus_as_before():
+    from benchmark.ray_placement import plan_placement
+
+    p = plan_placement({"CPU": 2.0}, workers=2, trainers=2)
+    assert (p.device, p.backend) == ("cpu", "gloo")
+    roles = [p.worker, p.worker0, p.trainer, p.strategy, p.evaluator]
+    assert all(r.num_gpus == 0 and r.num_cpus == round(2 / 6, 4) for r in roles)
+    assert plan_placement({"CPU": 64.0}, 6, 2).trainer.num_cpus == 1.0  # at most one CPU each
+    # asking for no GPUs on a GPU cluster gives the same CPU placement
+    assert plan_placement({"CPU": 2.0, "GPU": 8.0}, 2, 2, gpus_per_actor=0) == p
+
+
+def test_with_gpus_workers_and_trainers_hold_one_each_and_the_evaluator_shares_worker_0():
+    from benchmark.ray_placement import plan_placement
+
+    p = plan_placement({"CPU": 64.0, "GPU": 8.0}, workers=6, trainers=2)
+    assert (p.device, p.backend) == ("cuda", "nccl")
+    assert p.worker.num_gpus == p.trainer.num_gpus == 1 and p.strategy.num_gpus == 0
+    assert p.worker0.num_gpus == p.evaluator.num_gpus == 0.5  # no free GPU: half of worker 0's each
+    assert _gpus_requested(p, 6, 2) == 8
+    # a free GPU: the evaluator takes it and worker 0 keeps its own
+    spare = plan_placement({"CPU": 64.0, "GPU": 8.0}, workers=4, trainers=3)
+    assert spare.worker0.num_gpus == spare.evaluator.num_gpus == 1
+
+
+def test_fractional_gpus_keep_the_trainers_on_gloo_and_fit_the_cluster():
+    from benchmark.ray_placement import engine_gpu_fraction, plan_placement
+
+    p = plan_placement({"CPU": 16.0, "GPU": 4.0}, workers=5, trainers=3, gpus_per_actor=0.5)
+    # two trainers may share a GPU, which NCCL refuses
+    assert (p.device, p.backend) == ("cuda", "gloo")
+    assert p.worker.num_gpus == 0.5 and p.evaluator.num_gpus == 0.25
+    assert _gpus_requested(p, 5, 3) == 4
+    assert engine_gpu_fraction(p.evaluator.num_gpus) == 0.25  # what a vLLM engine may fill of its GPU
+    assert engine_gpu_fraction(1.0) is None and engine_gpu_fraction(0.0) is None
+    for gpus, workers, trainers, g in [(8, 6, 2, None), (8, 4, 4, None), (8, 7, 1, 1.0), (2, 2, 2, 0.5),
+                                       (3, 2, 2, 0.5), (1, 1, 1, 0.5), (4, 3, 3, 0.5)]:
+        p = plan_placement({"CPU": 8.0, "GPU": float(gpus)}, workers, trainers, g)
+        assert _gpus_requested(p, workers, trainers) <= gpus
+
+
+@pytest.mark.parametrize("resources, workers, trainers, g, message", [
+    ({"CPU": 16.0, "GPU": 4.0}, 5, 3, None, "fewer workers/trainers"),
+    ({"CPU": 16.0, "GPU": 4.0}, 5, 3, None, "--ray-gpus-per-actor 0.5"),
+    ({"CPU": 16.0, "GPU": 3.0}, 5, 3, 0.5, "--ray-gpus-per-actor 0.25"),
+    ({"CPU": 16.0}, 2, 2, 1.0, "the Ray cluster has none"),
+    ({"CPU": 16.0, "GPU": 8.0}, 2, 2, 2.0, "between 0 and 1"),
+])
+def test_a_placement_the_cluster_cannot_hold_names_the_fix(resources, workers, trainers, g, message):
+    from benchmark.ray_placement import PlacementError, plan_placement
+
+    with pytest.raises(PlacementError, match=re.escape(message)):
+        plan_placement(resources, workers, trainers, g)
+
+
+def test_engine_names_and_their_shorthands():
+    from benchmark.ray_executor import RayOptions, RunError, resolve_engine
+
+    assert resolve_engine("hf") == "hf"
+    assert resolve_engine("vllm") == "benchmark.vllm_engine:vllm_engine"
+    assert RayOptions(engine="vllm").engine == "benchmark.vllm_engine:vllm_engine"
+    assert resolve_engine("my.module:factory") == "my.module:factory"
+    for bad in ("vlm", "module:", ":factory", "a:b:c"):
+        with pytest.raises(RunError, match="use hf, vllm or module:factory"):
+            resolve_engine(bad)
+
+
+def test_a_mistyped_engine_stops_the_cli_with_one_line(isolated_runs, capsys):
+    code = cli.main(["run", "--executor", "ray", "--ray-engine", "vlm", "--strategy", str(FIFO)])
+    assert code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "unknown --ray-engine 'vlm'" in err and "Traceback" not in err
+
+
+def test_published_weights_are_cpu_tensors_and_cpu_ones_are_not_copied(tiny_checkpoint):
+    from transformers import AutoModelForCausalLM
+
+    from benchmark.ray_executor import cpu_state_dict
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
+    weights = cpu_state_dict(model)
+    assert weights.keys() == model.state_dict().keys()
+    assert all(t.device.type == "cpu" and not t.requires_grad for t in weights.values())
+    assert all(weights[k].data_ptr() == v.data_ptr() for k, v in model.state_dict().items())
+
+
+# ---- the driver's wiring on a GPU cluster, with a stand-in for Ray -------------------------------
+class FakeRay:
+    """Records what each actor asks for; actors answer at once (`ready` with the same start hash)."""
+
+    exceptions = SimpleNamespace(RayTaskError=RuntimeError)
+
+    def __init__(self, resources: dict):
+        self.resources, self.created = resources, []
+
+    def is_initialized(self):
+        return True
+
+    def cluster_resources(self):
+        return dict(self.resources)
+
+    def remote(self, **options):
+        return lambda cls: SimpleNamespace(remote=lambda *args: self._start(cls.__name__, options, args))
+
+    def _start(self, name, options, args):
+        answers = {"ready": "start-hash", "rendezvous_address": "tcp://127.0.0.1:1"}
+        self.created.append((name, options, args))
+        return SimpleNamespace(**{m: SimpleNamespace(remote=lambda *a, m=m: answers.get(m))
+                                  for m in ("setup", "ready", "rendezvous_address", "join", "close")})
+
+    def get(self, refs, timeout=None):
+        return refs
+
+    def kill(self, actor):
+        pass
+
+
+def _fake_gpu_pipeline(monkeypatch, resources, workers=6, trainers=2, **options):
+    import benchmark.ray_executor as rx
+
+    fake = FakeRay(resources)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    w = load_workload("arith-tiny", {"pipeline.devices": workers + trainers, "pipeline.workers": workers,
+                                     "pipeline.trainers": trainers})
+    pipeline = rx.RayPipeline(w, w.load_task(), 0, FIFO, {}, options=rx.RayOptions(**options))
+    return pipeline, fake
+
+
+def test_on_a_gpu_cluster_the_actors_ask_for_their_gpus(monkeypatch):
+    import benchmark.ray_executor as rx
+
+    monkeypatch.setattr(rx, "_check_cuda_build", lambda: None)  # this machine's torch is a CPU build
+    pipeline, fake = _fake_gpu_pipeline(monkeypatch, {"CPU": 64.0, "GPU": 8.0}, engine="vllm")
+    by_role = {}
+    for name, options, args in fake.created:
+        by_role.setdefault(name, []).append((options["num_gpus"], args))
+    assert [g for g, _ in by_role["StrategyHost"]] == [0.0]
+    # worker 0 shares its GPU with the evaluator (started last), and tells its vLLM engine so
+    assert [(g, args[-2:]) for g, args in by_role["InferenceWorker"]] == \
+        [(0.5, ("cuda", 0.5))] + [(1.0, ("cuda", None))] * 5
+    assert [(g, args[-2:]) for g, args in by_role["Trainer"]] == [(1.0, ("cuda", "nccl"))] * 2
+    assert fake.created[-1][0] == "Evaluator" and by_role["Evaluator"][0][0] == 0.5
+    assert by_role["InferenceWorker"][0][1][1] == "benchmark.vllm_engine:vllm_engine"
+    assert sum(g for roles in by_role.values() for g, _ in roles) == 8
+    assert pipeline.placement.describe()["backend"] == "nccl"
+
+
+def test_a_gpu_cluster_with_a_cpu_build_of_torch_or_too_few_gpus_says_what_to_do(monkeypatch):
+    import torch
+
+    from benchmark.ray_executor import RunError
+
+    if torch.version.cuda is None:
+        with pytest.raises(RunError, match="CPU build.*--ray-gpus-per-actor 0"):
+            _fake_gpu_pipeline(monkeypatch, {"CPU": 64.0, "GPU": 8.0})
+    with pytest.raises(RunError, match="has 4 GPUs but 6 workers \\+ 2 trainers"):
+        _fake_gpu_pipeline(monkeypatch, {"CPU": 64.0, "GPU": 4.0})
+    # explicitly on CPUs, the same cluster runs as the CPU tier does
+    pipeline, fake = _fake_gpu_pipeline(monkeypatch, {"CPU": 64.0, "GPU": 4.0}, gpus_per_actor=0)
+    assert {options["num_gpus"] for _, options, _ in fake.created} == {0.0}
+    assert [args[-2:] for name, _, args in fake.created if name == "Trainer"] == [("cpu", "gloo")] * 2
+
+
+def test_an_engine_factory_that_takes_gpu_fraction_is_told_its_share(monkeypatch):
+    import types
+
+    from benchmark import vllm_engine
+    from benchmark.ray_executor import make_engine
+
+    calls = []
+    engines = types.ModuleType("fake_engines")
+    engines.sharing = lambda model, tokenizer, gpu_fraction=None: calls.append(("sharing", gpu_fraction))
+    engines.plain = lambda model, tokenizer: calls.append(("plain",))
+    monkeypatch.setitem(sys.modules, "fake_engines", engines)
+    make_engine("fake_engines:sharing", None, None, "cuda", 0.5)
+    make_engine("fake_engines:sharing", None, None, "cuda", None)
+    make_engine("fake_engines:plain", None, None, "cuda", 0.5)
+    assert calls == [("sharing", 0.5), ("sharing", None), ("plain",)]
+    # the vLLM factory turns the share into vLLM's per-instance memory budget
+    monkeypatch.setattr(vllm_engine.VLLMEngine, "from_model", classmethod(lambda cls, m, t, **options: options))
+    assert vllm_engine.vllm_engine(None, None, gpu_fraction=0.5) == {"gpu_memory_utilization": 0.45}
+    assert vllm_engine.vllm_engine(None, None) == {}

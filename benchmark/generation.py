@@ -3,14 +3,21 @@
 The pipeline only talks to `GenerationEngine`; `HFEngine` (transformers `generate`) is the CPU
 default; `VLLMEngine` (`benchmark/vllm_engine.py`, the `gpu` extra) sits behind the same interface.
 Both load new weights through `benchmark.weight_sync`.
+
+Both sample from exactly softmax(logits / T) (or greedily) and return the log-probs of that
+distribution, which is what the trainer recomputes. Nothing of a checkpoint's own generation
+defaults (a real instruct model ships e.g. top_k, top_p, repetition_penalty) may reshape the
+distribution, or the returned log-probs would not be the behaviour policy's.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from transformers import GenerationConfig
 
 from benchmark.weight_sync import engine_weights, load_into_model
 
@@ -41,6 +48,31 @@ class GenerationEngine:
         raise NotImplementedError
 
 
+def sampling_config(temperature: float, max_new_tokens: int, pad_token_id: int, eos_token_id: int) -> GenerationConfig:
+    """Everything `generate` samples with: plain sampling at `temperature` (greedy at 0), no top-k,
+    top-p, min-p or typical-p truncation, no repetition or n-gram penalties, one beam; raw logits returned."""
+    greedy = temperature <= 0
+    knobs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
+                                                      typical_p=1.0, epsilon_cutoff=0.0, eta_cutoff=0.0)
+    return GenerationConfig(
+        **knobs, num_beams=1, repetition_penalty=1.0, no_repeat_ngram_size=0, max_new_tokens=max_new_tokens,
+        pad_token_id=pad_token_id, eos_token_id=eos_token_id, output_logits=True, return_dict_in_generate=True,
+    )
+
+
+@contextlib.contextmanager
+def without_checkpoint_defaults(model):
+    """transformers fills every field a passed GenerationConfig leaves unset from the model's own
+    `generation_config` (the checkpoint's generation_config.json): hide it for the call, so only
+    `sampling_config` and transformers' neutral defaults apply."""
+    saved = model.generation_config
+    model.generation_config = GenerationConfig()
+    try:
+        yield
+    finally:
+        model.generation_config = saved
+
+
 class HFEngine(GenerationEngine):
     """transformers `generate` on a model of its own (weights loaded in place on sync)."""
 
@@ -61,14 +93,13 @@ class HFEngine(GenerationEngine):
         enc = tok([p for p in prompts for _ in range(n)], return_tensors="pt", padding=True,
                   add_special_tokens=False).to(self.model.device)
         greedy = temperature <= 0
-        kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
+        config = sampling_config(temperature, max_new_tokens, tok.pad_token_id, tok.eos_token_id)
         # A private RNG stream per call: results depend on the seed only, not on what ran before.
-        with torch.random.fork_rng(devices=[]):
+        device = self.model.device
+        with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]), \
+                without_checkpoint_defaults(self.model):
             torch.manual_seed(seed)
-            out = self.model.generate(
-                **enc, max_new_tokens=max_new_tokens, output_logits=True, return_dict_in_generate=True,
-                pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, **kwargs,
-            )
+            out = self.model.generate(**enc, generation_config=config)
         new_tokens = out.sequences[:, enc["input_ids"].shape[1]:]
         logits = torch.stack(out.logits, 1).float()  # raw logits, [rows, new, vocab]
         logp = F.log_softmax(logits / (temperature if not greedy else 1.0), -1)

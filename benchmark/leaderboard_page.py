@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import io
 import math
+import signal
 from pathlib import Path
 
 from benchmark.leaderboard import LeaderboardError, _compute, _num, _title, table_rows
@@ -379,10 +380,20 @@ def serve(directory: Path, port: int = 8000) -> int:
     except OSError as exc:
         raise LeaderboardError(f"cannot listen on 127.0.0.1:{port} ({exc.strerror}): pass another --port, or "
                                "--port 0 for a free one") from exc
-    with server:
-        print(f"serving {directory} at http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            print("stopped", flush=True)
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    # A process started in the background inherits SIGINT ignored, so Python installs no Ctrl-C handler:
+    # install ours, and let SIGTERM (a service manager's stop) end the server the same clean way.
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with server:
+            print(f"serving {directory} at http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
+            try:
+                server.serve_forever()
+            except KeyboardInterrupt:
+                print("stopped", flush=True)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0

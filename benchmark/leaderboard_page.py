@@ -19,7 +19,9 @@ from benchmark.leaderboard import LeaderboardError, _compute, _num, _title, tabl
 
 PLOTTED_ENTRIES = 10  # the plots show the first entries by rank (and the reference); the table lists all
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf"]  # matplotlib's tab10, one per plotted entry in rank order
+           "#17becf"]  # matplotlib's tab10, one per plotted entry in rank order: at most 10 besides the reference
+REFERENCE_COLOUR = "#222222"  # the reference is drawn dashed in near-black, never in an entry's colour
+RUNS_OPEN_UP_TO = 40  # the runs table starts folded when it is longer
 _M = 1e6  # compute is shown in millions of units
 
 
@@ -54,10 +56,15 @@ def _legend_label(e: dict) -> str:
     return f"{e['label']} ({e['workers']},{e['trainers']})" + (", reference" if e["reference"] else "")
 
 
+def _legend_outside(ax) -> None:
+    """The legend right of the axes: inside, it would cover curves and points whichever corner it took."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8, frameon=False)
+
+
 def curves_plot(results: dict, workload: str, plotted: list[dict], colours: dict) -> str:
     """Accuracy vs compute: each entry's median over seeds, its 25-75% band shaded."""
     w = results["workloads"][workload]
-    fig, ax = _figure(8, 4.2)
+    fig, ax = _figure(10, 4.2)
     for e in plotted:
         band = e["workloads"][workload]["accuracy_curve"]
         x = [c / _M for c in band["compute"]]
@@ -73,7 +80,7 @@ def curves_plot(results: dict, workload: str, plotted: list[dict], colours: dict
            title=f"{workload}: accuracy vs compute (median over seeds, band: 25–75%)")
     ax.grid(alpha=0.3)
     if plotted:
-        ax.legend(loc="lower right", fontsize=8, frameon=False)
+        _legend_outside(ax)
     return _svg(fig, f"curves-{workload}")
 
 
@@ -88,13 +95,44 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     return front
 
 
+def _label_points(fig, ax, labels: list[tuple[float, float, str, str]], fontsize: float = 8) -> None:
+    """Name each (x, y, text, colour) point beside it, moving a name down or up (with a thin leader line),
+    within the axes, until it overlaps no name placed before it: entries with equal results share a point."""
+    fig.draw_without_rendering()  # settle the layout first, so data -> points below is the final mapping
+    to_points = 72 / fig.dpi
+    box = ax.get_window_extent()
+    right_edge, bottom, top = box.x1 * to_points, box.y0 * to_points, box.y1 * to_points
+    height = fontsize * 1.3
+    placed: list[tuple[float, float, float, float]] = []
+    for x, y, text, colour in sorted(labels, key=lambda t: (-t[1], t[0], t[2])):
+        px, py = (v * to_points for v in ax.transData.transform((x, y)))
+        width = 0.62 * fontsize * len(text)
+        left = px + width + 8 <= right_edge  # the name right of its point, unless it would leave the axes
+        x0 = px + 6 if left else px - 6 - width
+        lift = fontsize * 0.8  # just above the point, clear of its horizontal bar
+        for step in range(60):  # 0, -1, +1, -2, +2, ... label heights
+            dy = lift + height * ((step + 1) // 2) * (-1 if step % 2 else 1)
+            y0 = py + dy - height / 2
+            if bottom <= y0 and y0 + height <= top and not any(
+                    x0 < b[2] and b[0] < x0 + width and y0 < b[3] and b[1] < y0 + height for b in placed):
+                break
+        else:  # no free place: beside the point, overlapping
+            dy, y0 = lift, py + lift - height / 2
+        placed.append((x0, y0, x0 + width, y0 + height))
+        note = ax.annotate(text, (x, y), xytext=(6 if left else -6, dy), textcoords="offset points", fontsize=fontsize,
+                           color=colour, ha="left" if left else "right", va="center",
+                           arrowprops={"arrowstyle": "-", "color": colour, "linewidth": 0.5, "alpha": 0.6,
+                                       "shrinkA": 0, "shrinkB": 3} if dy != lift else None)
+        note.set_in_layout(False)  # names never move the axes: the mapping computed above stays right
+
+
 def pareto_plot(results: dict, workload: str, plotted: list[dict], colours: dict) -> str:
     """Best accuracy vs compute-to-target (the budget where the target is never reached), every entry;
     the plotted entries with their 25-75% bars and names, the others as grey dots."""
     w = results["workloads"][workload]
     budget = w["budget"]
-    fig, ax = _figure(8, 4.2)
-    points, others = [], {True: [], False: []}
+    fig, ax = _figure(10, 4.2)
+    points, others, labels = [], {True: [], False: []}, []
     for e in results["entries"]:
         d = e["workloads"][workload]
         ctt, acc = d["compute_to_target"], d["best_accuracy"]
@@ -111,7 +149,7 @@ def pareto_plot(results: dict, workload: str, plotted: list[dict], colours: dict
         ax.plot([x, x], [_value(acc["q1"]), _value(acc["q3"])], color=colour, linewidth=0.8)
         # an open marker: the target is not reached within the budget
         ax.plot([x], [y], marker="o", markersize=6, color=colour, markerfacecolor=colour if reached else "white")
-        ax.annotate(e["label"], (x, y), xytext=(5, 5), textcoords="offset points", fontsize=8, color=colour)
+        labels.append((x, y, e["label"], colour))
     for reached, xy in others.items():
         if xy:
             ax.scatter(*zip(*xy), s=10, color="0.6", facecolors="0.6" if reached else "none", alpha=0.6, zorder=1)
@@ -119,7 +157,7 @@ def pareto_plot(results: dict, workload: str, plotted: list[dict], colours: dict
     if len(front) > 1:
         ax.step([points[i][0] for i in front], [points[i][1] for i in front], where="post", color="0.5",
                 linewidth=0.8, linestyle="--", label="Pareto front")
-        ax.legend(loc="lower right", fontsize=8, frameon=False)
+        _legend_outside(ax)
     ax.axhline(w["target_accuracy"], color="0.35", linewidth=0.8, linestyle=":")
     ax.annotate(f"target {w['target_accuracy']:.3f}", (0, w["target_accuracy"]), xytext=(4, 3),
                 textcoords="offset points", fontsize=8, color="0.35")
@@ -130,13 +168,14 @@ def pareto_plot(results: dict, workload: str, plotted: list[dict], colours: dict
     ax.set(xlabel="compute to target (M units; median, bars: 25–75%; open marker: not reached, at the budget)",
            ylabel="best accuracy within budget", title=f"{workload}: best accuracy vs compute")
     ax.grid(alpha=0.3)
+    _label_points(fig, ax, labels)
     return _svg(fig, f"pareto-{workload}")
 
 
 def replay_plot(results: dict, workload: str, plotted: list[dict], colours: dict) -> str:
     """Two panels: replay ratio and mean off-policiness of each seed (dots) and their median (bar)."""
     n = len(plotted)
-    fig, axes = _figure(8, 1.2 + 0.4 * n, ncols=2)
+    fig, axes = _figure(10, 1.2 + 0.4 * n, ncols=2)
     panels = (("replay_ratio", "replay ratio (samples trained / rollouts generated)", 1.0),
               ("offpolicy_mean", "off-policiness (trainer − rollout version, mean)", 0.0))
     for ax, (key, title, floor) in zip(axes, panels):
@@ -298,7 +337,9 @@ def render_html(results: dict) -> str:
     """The whole page as one string (plots inlined); the same results give the same bytes."""
     workloads = sorted(results["workloads"])
     plotted = plotted_entries(results)
-    colours = {e["key"]: COLOURS[i % len(COLOURS)] for i, e in enumerate(plotted)}
+    others = [e for e in plotted if not e["reference"]]
+    colours = {e["key"]: REFERENCE_COLOUR if e["reference"] else COLOURS[others.index(e) % len(COLOURS)]
+               for e in plotted}
     mlflow = results["mlflow"]
     parts = [f"<h1>{_esc(_title(results))}</h1>",
              f'<p class="meta">Generated {_esc(results["generated"])} from MLflow (<code>{_esc(mlflow["tracking_uri"])}'
@@ -311,9 +352,12 @@ def render_html(results: dict) -> str:
              '<p class="note">speedup = the reference\'s compute-to-target / the entry\'s (median over seeds); '
              "ranked by it; entries in one band are not separable at 95%. Click a column header to sort.</p>",
              f'<div class="scroll">{_ranking_table(results)}</div>']
+    if len(workloads) > 1:
+        parts.append('<p class="note">Plots per workload: ' + " · ".join(
+            f'<a href="#workload-{_esc(w)}">{_esc(w)}</a>' for w in workloads) + ".</p>")
     for w in workloads:
         info = results["workloads"][w]
-        parts += [f"<h2>{_esc(w)} (version {_esc(info['version'])})</h2>",
+        parts += [f'<h2 id="workload-{_esc(w)}">{_esc(w)} (version {_esc(info["version"])})</h2>',
                   f'<p class="note">Budget {_compute(info["budget"])} units; target accuracy '
                   f'{info["target_accuracy"]:.3f}, frozen in <code>{_esc(info["target_file"])}</code> from the '
                   f'reference runs {_esc(", ".join(info["reference_run_ids"]))}; reference compute-to-target '
@@ -352,11 +396,12 @@ def render_html(results: dict) -> str:
         parts.append(f'<p class="note">Workload {_esc(w)}: {info["runs"]} runs not scored (no target); run '
                      f'<code>{_esc(info["fix"])}</code>.</p>')
     n_runs = sum(len(e["workloads"][w]["per_run"]) for e in results["entries"] for w in workloads)
+    details = "<details open>" if n_runs <= RUNS_OPEN_UP_TO else "<details>"
     parts += ['<h2 id="runs-section">MLflow runs behind each entry</h2>',
               f'<p class="note">Look a run up by its id in MLflow (<code>mlflow ui</code> on '
               f'<code>{_esc(mlflow["tracking_uri"])}</code>): its summary.json holds the evaluation curve these '
               "numbers come from.</p>",
-              f'<details open><summary>{n_runs} runs</summary><div class="scroll">{_runs_table(results)}</div>'
+              f'{details}<summary>{n_runs} runs</summary><div class="scroll">{_runs_table(results)}</div>'
               "</details>"]
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'

@@ -22,14 +22,14 @@ def fake_curve(budget, every, accs):
 
 
 def make_run(c, exp, strategy, seed, accs=None, workers=5, trainers=3, status="finished", overrides=None,
-             entropy=None, track=None, params=None, replay_ratio=1.0, offpolicy_mean=0.5):
+             entropy=None, track=None, params=None, replay_ratio=1.0, offpolicy_mean=0.5, workload=WORKLOAD):
     """One MLflow run shaped like the runner's: tags, summary.json artifact, train/entropy metric."""
-    w = load_workload(WORKLOAD, {"pipeline.workers": workers, "pipeline.trainers": trainers, **(overrides or {})})
+    w = load_workload(workload, {"pipeline.workers": workers, "pipeline.trainers": trainers, **(overrides or {})})
     config = {"workload": w.to_dict(), "strategy": {"name": strategy, "path": f"baselines/{strategy}.py",
                                                     "sha256": f"sha-{strategy}", "params": params or {}},
               "seed": seed}
     group = leaderboard._digest({k: v for k, v in config.items() if k != "seed"})[:16]
-    tags = {"replaybench.workload": WORKLOAD, "replaybench.workload_version": w.version,
+    tags = {"replaybench.workload": workload, "replaybench.workload_version": w.version,
             "replaybench.strategy": strategy, "replaybench.group": group, "replaybench.seed": str(seed),
             "replaybench.status": status}
     if track:
@@ -42,7 +42,7 @@ def make_run(c, exp, strategy, seed, accs=None, workers=5, trainers=3, status="f
         summary = {"final": curve[-1], "best": best, "eval_curve": curve, "budget": w.budget,
                    "replay_ratio": replay_ratio, "offpolicy_mean": offpolicy_mean, "config": config,
                    "strategy": strategy, "seed": seed,
-                   "mlflow_run_id": rid, "group": group, "workload": WORKLOAD}
+                   "mlflow_run_id": rid, "group": group, "workload": workload}
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "summary.json"
             path.write_text(json.dumps(summary))

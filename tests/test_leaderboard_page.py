@@ -167,7 +167,7 @@ def check_page(browser, url: str, results: dict, screenshot: Path | None = None)
     assert len(labels) == len(results["entries"])
     for w in results["workloads"]:
         for kind in PLOTS:
-            svg = browser.find_element(By.CSS_SELECTOR, f"#{kind}-{w} svg")
+            svg = browser.find_element(By.CSS_SELECTOR, f'[id="{kind}-{w}"] svg')  # an id may hold a dot
             assert svg.size["width"] > 300 and svg.size["height"] > 100, (kind, svg.size)
             assert svg.find_elements(By.CSS_SELECTOR, "path")
 
@@ -216,6 +216,76 @@ def served(board):
 
 def test_page_in_chromium_from_serve(board, browser, served):
     check_page(browser, served[0], board["results"])
+
+
+MULTI = ("arith-tiny", "qwen3-0.6b-openr1", "qwen3-8b-minif2f")  # real workloads: freeze-target loads them
+
+
+@pytest.fixture(scope="module")
+def multi_board(tmp_path_factory):
+    """A board over three workloads, each with its frozen target: six ranked entries (two of them tied on every
+    workload, one with 2 seeds), one entry with runs on one workload only (not ranked), a failed run."""
+    import benchmark.runner
+    import benchmark.tracking
+
+    root = tmp_path_factory.mktemp("multi")
+    runs = root / "runs"
+    runs.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(benchmark.tracking, "RUNS_DIR", runs)
+        mp.setattr(benchmark.runner, "RUNS_DIR", runs)
+        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{runs / 'mlflow.db'}")
+        mp.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        mp.setenv("COLUMNS", "300")
+        c = benchmark.tracking.client()
+        slopes = {"fast_a": 0.06, "fast_b": 0.06, "medium": 0.045, "two_seeds": 0.04, "slow": 0.035}
+        for i, w in enumerate(MULTI):  # 21 evaluations on each workload, so the same ramps fit all three
+            exp = benchmark.tracking.experiment_id(c, w)
+            for seed in range(4):
+                make_run(c, exp, "on_policy", seed, [0.2 + 0.03 * k + 0.01 * seed for k in range(12)], 6, 2,
+                         replay_ratio=1.0, offpolicy_mean=1.0, workload=w)
+            for j, (name, slope) in enumerate(slopes.items()):
+                for seed in range(2 if name == "two_seeds" else 4):
+                    make_run(c, exp, name, seed, [0.2 + (slope + 0.005 * i) * k + 0.01 * seed for k in range(12)],
+                             replay_ratio=1.5 + j, offpolicy_mean=2.0 + j + 0.1 * seed, workload=w)
+            make_run(c, exp, "crashy", 0, status="failed: StrategyError: sample() returned 3 rollouts", workload=w)
+        exp = benchmark.tracking.experiment_id(c, MULTI[0])
+        for seed in range(4):
+            make_run(c, exp, "one_workload", seed, [0.2 + 0.05 * k for k in range(12)], workload=MULTI[0])
+        targets, out = root / "targets", root / "board"
+        for w in MULTI:
+            assert main(["leaderboard", "freeze-target", "--workload", w, "--targets", str(targets)]) == 0
+        assert main(["leaderboard", "build", "--targets", str(targets), "--out", str(out)]) == 0
+        results = json.loads((out / "results.json").read_text())
+    return {"out": out, "results": results}
+
+
+def test_multi_workload_page_in_chromium(multi_board, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    results = multi_board["results"]
+    assert sorted(results["workloads"]) == list(MULTI) and len(results["entries"]) == 6
+    assert any("one_workload" in n["key"] for n in results["not_ranked"])
+    page = (multi_board["out"] / "index.html").read_text()
+    assert page.count("<svg") == len(PLOTS) * len(MULTI)  # one set of plots per workload
+    assert leaderboard_page.render_html(results) == page
+    shot = artefact_dir(tmp_path) / "leaderboard_page_multi.png"
+    check_page(browser, (multi_board["out"] / "index.html").as_uri(), results, screenshot=shot)
+    for w in MULTI:  # each workload's section is linked from the top and holds its own three plots
+        section = browser.find_element(By.ID, f"workload-{w}")
+        assert browser.find_element(By.CSS_SELECTOR, f'a[href="#workload-{w}"]')
+        assert section.location["y"] < browser.find_element(By.ID, f"curves-{w}").location["y"]
+    # a per-workload speedup column sorts numerically, highest first on the second click
+    header = f"speedup {MULTI[1]}"
+    th = browser.find_element(By.XPATH, f'//table[@id="ranking"]//th[normalize-space()="{header}"]')
+    th.click()
+    th.click()
+    col = leaderboard.table_rows(results)[0].index(header)
+    shown = [float(r.find_elements(By.TAG_NAME, "td")[col].text)
+             for r in browser.find_elements(By.CSS_SELECTOR, "#ranking tbody tr")]
+    assert shown == sorted(shown, reverse=True) and len(shown) == 6
+    assert th.get_attribute("aria-sort") == "descending"
+    assert not [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
 
 
 def test_serve_serves_the_folder_and_stops_on_ctrl_c(board, served):

@@ -5,6 +5,10 @@ The loss, for completion token t of rollout i sampled by the behaviour policy b:
     loss  = -min(ratio * A_i, clip(ratio, 1 - eps_low, 1 + eps_high) * A_i)
 aggregated by token mean over the batch (default) or by sequence mean. No KL term.
 
+A batch too large for one device is trained in micro-batches: each is backpropagated on its own with
+the whole batch's normaliser (its completion tokens, or its sequences), so the accumulated gradients,
+and the one optimiser step on them, are those of the whole batch.
+
 The alternative loss "asymre" (asymmetric REINFORCE, Arnal et al. 2025) has no importance ratio:
     loss  = -log pi_theta(y_t) * (r_i - V),   V = mean reward of i's group - delta
 a baseline set below the behaviour policy's value, which keeps off-policy training stable.
@@ -12,6 +16,7 @@ a baseline set below the behaviour policy's value, which keeps off-policy traini
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -43,12 +48,23 @@ class LossConfig:
     asymre_delta: float = 0.1
 
 
-def aggregate(per_token: torch.Tensor, mask: torch.Tensor, aggregation: str) -> torch.Tensor:
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, aggregation: str,
+              normaliser: torch.Tensor | None = None) -> torch.Tensor:
+    """The batch loss. `normaliser`: when per_token holds one micro-batch, the whole batch's number of
+    completion tokens (token_mean) or of sequences (sequence_mean); None = per_token is the whole batch."""
     if aggregation == "token_mean":
-        return (per_token * mask).sum() / mask.sum().clamp(min=1)
+        return (per_token * mask).sum() / (mask.sum().clamp(min=1) if normaliser is None else normaliser)
     if aggregation == "sequence_mean":
-        return ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
+        per_sequence = (per_token * mask).sum(1) / mask.sum(1).clamp(min=1)
+        return per_sequence.mean() if normaliser is None else per_sequence.sum() / normaliser
     raise ValueError(f"unknown loss aggregation {aggregation!r}: use token_mean or sequence_mean")
+
+
+def loss_normaliser(rollouts: list[Rollout], aggregation: str) -> torch.Tensor:
+    """What `aggregate` divides the whole batch's summed loss by: its completion tokens, or its sequences."""
+    if aggregation == "sequence_mean":
+        return torch.tensor(float(len(rollouts)))
+    return torch.tensor(float(max(sum(len(r.completion_ids) for r in rollouts), 1)))
 
 
 def ratio_stats(ratio: torch.Tensor, mask: torch.Tensor, clipped_tokens: torch.Tensor | None = None) -> dict:
@@ -61,14 +77,15 @@ def ratio_stats(ratio: torch.Tensor, mask: torch.Tensor, clipped_tokens: torch.T
         }
 
 
-def asymre_loss(logprobs, behaviour_logprobs, rewards, baselines, mask, cfg: LossConfig, weights=None):
+def asymre_loss(logprobs, behaviour_logprobs, rewards, baselines, mask, cfg: LossConfig, weights=None,
+                normaliser=None):
     """rewards, baselines (group mean rewards): [batch]. No importance ratio; reported for monitoring."""
     mask = mask.to(logprobs.dtype)
     weight = (rewards - (baselines - cfg.asymre_delta)).unsqueeze(1)
     per_token = -logprobs * weight
     if weights is not None:
         per_token = per_token * weights.unsqueeze(1)
-    loss = aggregate(per_token, mask, cfg.aggregation)
+    loss = aggregate(per_token, mask, cfg.aggregation, normaliser)
     return loss, ratio_stats(torch.exp(logprobs.detach() - behaviour_logprobs), mask)
 
 
@@ -79,8 +96,10 @@ def clipped_policy_loss(
     mask: torch.Tensor,
     cfg: LossConfig,
     weights: torch.Tensor | None = None,
+    normaliser: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """logprobs, behaviour_logprobs, mask: [batch, tokens]; advantages, weights (per sample): [batch]."""
+    """logprobs, behaviour_logprobs, mask: [batch, tokens]; advantages, weights (per sample): [batch];
+    normaliser: see `aggregate`."""
     mask = mask.to(logprobs.dtype)
     log_ratio = logprobs - behaviour_logprobs
     ratio = torch.exp(log_ratio)
@@ -90,7 +109,7 @@ def clipped_policy_loss(
     per_token = -torch.minimum(unclipped, clipped)
     if weights is not None:
         per_token = per_token * weights.unsqueeze(1)
-    loss = aggregate(per_token, mask, cfg.aggregation)
+    loss = aggregate(per_token, mask, cfg.aggregation, normaliser)
     clipped_tokens = (clipped < unclipped).to(mask.dtype) * mask  # where the clip changed the objective
     return loss, ratio_stats(ratio.detach(), mask, clipped_tokens)
 
@@ -118,7 +137,9 @@ def pad_batch(rollouts: list[Rollout], pad_id: int):
 
 def token_logprobs_and_entropy(model, input_ids, attention, temperature: float = 1.0):
     """Log-prob of each token given its prefix (aligned to the token's own position), and entropy."""
-    logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1].float() / temperature
+    # no KV cache: nothing is generated here, and it would only hold memory
+    logits = model(input_ids=input_ids, attention_mask=attention, use_cache=False).logits[:, :-1].float()
+    logits = logits / temperature
     logp_all = F.log_softmax(logits, dim=-1)
     target = input_ids[:, 1:]
     logp = logp_all.gather(-1, target.unsqueeze(-1)).squeeze(-1)
@@ -128,16 +149,34 @@ def token_logprobs_and_entropy(model, input_ids, attention, temperature: float =
     return torch.cat([pad, logp], 1), torch.cat([pad, entropy], 1)
 
 
+def enable_activation_checkpointing(model) -> None:
+    """Recompute each layer's activations in backward instead of keeping them (transformers models;
+    a DistributedDataParallel wrapper is seen through). Non-reentrant, which works under DDP."""
+    model = getattr(model, "module", model)
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.24; the older name is deprecated
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
 class GRPOTrainer:
-    """The T data-parallel trainers, acting as one: one optimiser step per batch."""
+    """The T data-parallel trainers, acting as one: one optimiser step per batch.
+
+    micro_batch_size > 0 trains the batch in micro-batches of at most that many rollouts, accumulating
+    their gradients (0 = the whole batch at once); gradient_checkpointing trades compute for memory."""
 
     def __init__(self, model, pad_id: int, lr: float, weight_decay: float = 0.0, max_grad_norm: float = 1.0,
-                 betas: tuple[float, float] = (0.9, 0.999), temperature: float = 1.0, loss: LossConfig | None = None):
+                 betas: tuple[float, float] = (0.9, 0.999), temperature: float = 1.0, loss: LossConfig | None = None,
+                 micro_batch_size: int = 0, gradient_checkpointing: bool = False):
         self.model = model
         self.pad_id = pad_id
         self.temperature = temperature
         self.max_grad_norm = max_grad_norm
         self.loss_cfg = loss or LossConfig()
+        self.micro_batch_size = micro_batch_size
+        if gradient_checkpointing:
+            enable_activation_checkpointing(model)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
 
     def step(self, rollouts: list[Rollout], weights: list[float] | None = None,
@@ -148,25 +187,64 @@ class GRPOTrainer:
         trainer holding part of the batch scales by T x its share, so that averaging the T gradients
         gives the gradient of the whole batch's loss."""
         self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        if 0 < self.micro_batch_size < len(rollouts):
+            stats = self._accumulate_micro_batches(rollouts, weights, loss_scale)
+        else:
+            loss, stats, entropy_sum, tokens = self._forward(rollouts, weights)
+            (loss * loss_scale if loss_scale != 1.0 else loss).backward()
+            stats.update(loss=loss.item(), entropy=(entropy_sum / tokens.clamp(min=1)).item())
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        self.optimizer.step()
+        stats["grad_norm"] = grad_norm.item()
+        return stats
+
+    def _forward(self, rollouts: list[Rollout], weights: list[float] | None, normaliser: torch.Tensor | None = None):
+        """The loss of `rollouts` (see `aggregate` for normaliser), its ratio statistics, the entropy summed
+        over completion tokens, and the number of completion tokens."""
         device = next(self.model.parameters()).device  # the batch goes where the model is (a GPU, or the CPU)
         w = None if weights is None else torch.tensor(weights, dtype=torch.float32, device=device)
         input_ids, attention, completion_mask, behaviour = (t.to(device) for t in pad_batch(rollouts, self.pad_id))
+        if normaliser is not None:
+            normaliser = normaliser.to(device)
         logp, entropy = token_logprobs_and_entropy(self.model, input_ids, attention, self.temperature)
         if self.loss_cfg.kind == "asymre":
             rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32, device=device)
             baselines = torch.tensor([r.group_reward_mean for r in rollouts], dtype=torch.float32, device=device)
-            loss, stats = asymre_loss(logp, behaviour, rewards, baselines, completion_mask, self.loss_cfg, w)
+            loss, stats = asymre_loss(logp, behaviour, rewards, baselines, completion_mask, self.loss_cfg, w,
+                                      normaliser)
         else:
             advantages = torch.tensor([r.advantage for r in rollouts], dtype=torch.float32, device=device)
-            loss, stats = clipped_policy_loss(logp, behaviour, advantages, completion_mask, self.loss_cfg, w)
-        self.optimizer.zero_grad(set_to_none=True)
-        (loss * loss_scale if loss_scale != 1.0 else loss).backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
-        self.optimizer.step()
-        n = completion_mask.sum().clamp(min=1)
-        stats.update(
-            loss=loss.item(),
-            grad_norm=grad_norm.item(),
-            entropy=((entropy * completion_mask).sum() / n).item(),
-        )
-        return stats
+            loss, stats = clipped_policy_loss(logp, behaviour, advantages, completion_mask, self.loss_cfg, w,
+                                              normaliser)
+        return loss, stats, (entropy.detach() * completion_mask).sum(), completion_mask.sum()
+
+    def _accumulate_micro_batches(self, rollouts: list[Rollout], weights: list[float] | None,
+                                  loss_scale: float) -> dict[str, float]:
+        """Backpropagate micro-batch by micro-batch, each normalised as part of the whole batch; the
+        statistics are the whole batch's (token means weighted by each micro-batch's tokens)."""
+        normaliser = loss_normaliser(rollouts, self.loss_cfg.aggregation)
+        by_length = sorted(range(len(rollouts)), key=lambda i: rollouts[i].length)  # less padding per micro-batch
+        size = self.micro_batch_size
+        chunks = [by_length[start:start + size] for start in range(0, len(by_length), size)]
+        loss_sum, tokens_total, entropy_total, ratio_max = 0.0, 0, 0.0, float("-inf")
+        token_weighted = {"clip_fraction": 0.0, "ratio_mean": 0.0}
+        for k, chunk in enumerate(chunks):
+            part = [rollouts[i] for i in chunk]
+            part_weights = None if weights is None else [weights[i] for i in chunk]
+            # under DDP, all-reduce the gradients once, in the last micro-batch's backward
+            last = k == len(chunks) - 1
+            no_sync = getattr(self.model, "no_sync", None)
+            with contextlib.nullcontext() if last or no_sync is None else no_sync():
+                loss, stats, entropy_sum, tokens = self._forward(part, part_weights, normaliser)
+                (loss * loss_scale if loss_scale != 1.0 else loss).backward()
+            n = int(tokens.item())
+            loss_sum += loss.item()
+            tokens_total += n
+            entropy_total += entropy_sum.item()
+            ratio_max = max(ratio_max, stats["ratio_max"])
+            for key in token_weighted:
+                token_weighted[key] += stats[key] * n
+        n = max(tokens_total, 1)
+        return {"clip_fraction": token_weighted["clip_fraction"] / n, "ratio_mean": token_weighted["ratio_mean"] / n,
+                "ratio_max": ratio_max, "loss": loss_sum, "entropy": entropy_total / n}

@@ -71,6 +71,9 @@ class GRPOConfig:
     loss: str = "grpo"  # "grpo" (clipped importance ratio) or "asymre" (asymmetric REINFORCE)
     asymre_delta: float = 0.1  # asymre: baseline V = group mean reward - delta
     temperature: float = 1.0  # sampling temperature of the training rollouts
+    # memory only, same update: rollouts per forward/backward, gradients accumulated (0 = the whole batch)
+    micro_batch_size: int = 0
+    gradient_checkpointing: bool = False  # recompute activations in backward instead of keeping them
 
 
 @dataclass
@@ -123,6 +126,9 @@ class Workload:
             problems.append(f"grpo.loss must be grpo or asymre, not {g.loss!r}")
         if g.eps_low < 0 or g.eps_high < 0:
             problems.append("grpo.eps_low and grpo.eps_high must be >= 0")
+        if not isinstance(g.micro_batch_size, int) or g.micro_batch_size < 0:
+            problems.append(f"grpo.micro_batch_size must be an integer >= 0 (0 = the whole batch), "
+                            f"not {g.micro_batch_size!r}")
         problems += self._model_and_task_problems()
         if problems:
             raise WorkloadError(f"workload {self.name}: " + "; ".join(problems))

@@ -127,3 +127,94 @@ def test_sample_weights_scale_each_sample_loss():
     plain, _ = clipped_policy_loss(logprobs, *args)
     weighted, _ = clipped_policy_loss(logprobs, *args, weights=torch.tensor([1.0, 0.0]))
     assert plain.item() == pytest.approx(-1.0) and weighted.item() == pytest.approx(-0.5)
+
+
+# ---- micro-batching (gradient accumulation) and activation checkpointing: the same update -------------
+def _varied_rollouts(n: int = 7, seed: int = 0) -> list[Rollout]:
+    """Rollouts of unequal prompt and completion lengths, behaviour log-probs away from the model's
+    (so ratios differ from 1 and some are clipped), mixed advantages."""
+    g = torch.Generator().manual_seed(seed)
+    rollouts = []
+    for i in range(n):
+        p, c = int(torch.randint(2, 6, (1,), generator=g)), int(torch.randint(1, 9, (1,), generator=g))
+        ids = torch.randint(0, 12, (p + c,), generator=g).tolist()
+        logprobs = (-0.5 - 2.5 * torch.rand(c, generator=g)).tolist()
+        reward = float(i % 2)
+        rollouts.append(Rollout(i, i // 4, "p", tuple(ids[:p]), tuple(ids[p:]), tuple(logprobs), reward,
+                                bool(reward), float(torch.randn(1, generator=g)), 0, 0, 0.0, 0.5))
+    return rollouts
+
+
+def _one_step(checkpoint, rollouts, weights=None, micro_batch_size=0, gradient_checkpointing=False, **loss):
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+    trainer = GRPOTrainer(model, 0, lr=1e-3, loss=LossConfig(**loss), micro_batch_size=micro_batch_size,
+                          gradient_checkpointing=gradient_checkpointing)
+    stats = trainer.step(rollouts, weights)
+    return [p.detach().clone() for p in model.parameters()], stats
+
+
+def _assert_same_update(a, b):
+    (params_a, stats_a), (params_b, stats_b) = a, b
+    for x, y in zip(params_a, params_b):
+        torch.testing.assert_close(x, y, rtol=0, atol=1e-6)
+    assert stats_a.keys() == stats_b.keys()
+    for key in stats_a:
+        assert stats_b[key] == pytest.approx(stats_a[key], rel=1e-5, abs=1e-6), key
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_micro_batches_give_the_whole_batch_update(tiny_checkpoint, aggregation, weighted):
+    rollouts = _varied_rollouts()
+    weights = [0.5 + 0.25 * i for i in range(len(rollouts))] if weighted else None
+    whole = _one_step(tiny_checkpoint, rollouts, weights, aggregation=aggregation)
+    assert whole[1]["clip_fraction"] > 0  # the comparison covers clipped tokens
+    for size in (1, 3, len(rollouts)):
+        _assert_same_update(whole, _one_step(tiny_checkpoint, rollouts, weights, size, aggregation=aggregation))
+
+
+def test_micro_batches_give_the_whole_batch_update_for_asymre(tiny_checkpoint):
+    rollouts = _varied_rollouts(seed=1)
+    whole = _one_step(tiny_checkpoint, rollouts, kind="asymre")
+    _assert_same_update(whole, _one_step(tiny_checkpoint, rollouts, None, 2, kind="asymre"))
+
+
+def test_activation_checkpointing_gives_the_same_update(tiny_checkpoint):
+    rollouts = _varied_rollouts(seed=2)
+    whole = _one_step(tiny_checkpoint, rollouts)
+    _assert_same_update(whole, _one_step(tiny_checkpoint, rollouts, gradient_checkpointing=True))
+    _assert_same_update(whole, _one_step(tiny_checkpoint, rollouts, None, 3, gradient_checkpointing=True))
+
+
+def test_micro_batches_under_ddp_all_reduce_once_and_give_the_same_update(tiny_checkpoint, tmp_path):
+    """A one-rank DistributedDataParallel model (as the Ray executor's trainers use) takes the no_sync path."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from transformers import AutoModelForCausalLM
+
+    rollouts = _varied_rollouts(seed=3)
+    whole = _one_step(tiny_checkpoint, rollouts)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint, dtype=torch.float32)
+        ddp = DistributedDataParallel(model)
+        syncs = []
+        no_sync = ddp.no_sync
+        ddp.no_sync = lambda: syncs.append(1) or no_sync()
+        trainer = GRPOTrainer(ddp, 0, lr=1e-3, micro_batch_size=3, gradient_checkpointing=True)
+        stats = trainer.step(rollouts)
+    finally:
+        dist.destroy_process_group()
+    assert len(syncs) == 2  # 7 rollouts in micro-batches of 3: the first two skip the all-reduce
+    _assert_same_update(whole, ([p.detach().clone() for p in model.parameters()], stats))
+
+
+def test_negative_micro_batch_size_is_a_clear_workload_error():
+    from benchmark.workload import WorkloadError, load_workload
+
+    with pytest.raises(WorkloadError, match="grpo.micro_batch_size must be an integer >= 0"):
+        load_workload("arith-tiny", {"grpo.micro_batch_size": -1})

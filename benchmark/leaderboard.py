@@ -37,6 +37,9 @@ TARGETS_DIR = LEADERBOARD_DIR / "targets"
 REFERENCE = "on_policy"
 DEFAULT_TRACK = "main"
 ENTRY_FIELDS = ("pipeline.workers", "pipeline.trainers")  # workload fields an entry chooses itself
+# How the trainer fits its batch in memory: the same update up to float rounding, so a run may set them
+# for its hardware and stay compliant.
+MEMORY_FIELDS = ("grpo.micro_batch_size", "grpo.gradient_checkpointing")
 
 
 class LeaderboardError(Exception):
@@ -179,11 +182,12 @@ def canonical_workload(config: dict) -> dict:
 def differing_settings(run: dict, official: dict) -> list[str]:
     """Keys whose values differ. A key the run lacks is a field added to the workload after the run,
     whose default keeps the old behaviour (the rule for adding fields), so it does not count; a key the
-    official config lacks (a field added after the target was frozen) counts unless the run holds its default."""
+    official config lacks (a field added after the target was frozen) counts unless the run holds its default.
+    MEMORY_FIELDS never count."""
     from benchmark.workload import Workload
 
     defaults = canonical_workload(Workload(name="", task="").to_dict())
-    return sorted(k for k in run if run[k] != official.get(k, defaults.get(k)))
+    return sorted(k for k in run if k not in MEMORY_FIELDS and run[k] != official.get(k, defaults.get(k)))
 
 
 def _digest(obj) -> str:

@@ -179,3 +179,12 @@ def test_build_is_atomic_and_track_filter(store, capsys, monkeypatch):
     side = next(e for e in results["entries"] if e["strategy"] == "side_track")
     # met at compute 0: counts at the first eval (120k), a finite speedup; 1 seed: flagged
     assert side["workloads"][WORKLOAD]["speedup"]["median"] == 6.0 and "1 seeds" in side["flags"][0]
+
+
+def test_memory_settings_never_make_a_run_non_compliant():
+    from benchmark.leaderboard import differing_settings
+
+    official = {"budget": 2400000.0, "grpo.lr": 1e-4}
+    run = {"budget": 2400000.0, "grpo.lr": 1e-4, "grpo.micro_batch_size": 4, "grpo.gradient_checkpointing": True}
+    assert differing_settings(run, official) == []
+    assert differing_settings({**run, "grpo.lr": 3e-4}, official) == ["grpo.lr"]

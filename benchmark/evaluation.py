@@ -55,10 +55,12 @@ def sample(engine: GenerationEngine, task: Task, docs: list[dict], n: int, tempe
         chunk = docs[start:start + batch_size]
         groups = engine.generate([prompt(task.doc_to_text(d)) for d in chunk], n=n, temperature=temperature,
                                  max_new_tokens=max_new_tokens or task.max_new_tokens, seed=seed + start)
-        for doc, group in zip(chunk, groups):
-            texts = [c.text for c in group]
-            completions.append(texts)
-            scores.append([task.score(doc, t) for t in texts])
+        texts = [[c.text for c in group] for group in groups]
+        # the whole batch at once, so that a slow verifier (Lean) checks across problems concurrently
+        rewards = iter(task.score_pairs([(doc, t) for doc, row in zip(chunk, texts) for t in row]))
+        for row in texts:
+            completions.append(row)
+            scores.append([next(rewards) for _ in row])
         if on_batch:
             on_batch(start + len(chunk))
     return Samples(temperature, completions, scores)

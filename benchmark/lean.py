@@ -17,7 +17,10 @@ Two ways to run Lean, both in a Lean project with Mathlib built (REPLAYBENCH_LEA
   once and checks proofs in that environment, which saves the import on every proof.
 Each proof has a wall-time limit, after which the whole process group is killed, and each Lean process a
 memory limit (RLIMIT_AS). Lean maps all of Mathlib's .olean files, so it needs more address space than
-resident memory: lower REPLAYBENCH_LEAN_MEMORY_GB with care (0 = no limit).
+resident memory: lower REPLAYBENCH_LEAN_MEMORY_GB with care (0 = no limit). Training and evaluation check
+a batch of proofs (a group of completions) REPLAYBENCH_LEAN_WORKERS Lean processes at a time (default
+min(8, CPU count)); in repl mode each is a REPL with Mathlib loaded, kept for the next batch, so memory
+grows with the worker count.
 
 lean-dojo (the `lean` extra) is a third route for statements that live in a traced repository
 (`check_with_dojo`).
@@ -45,9 +48,11 @@ from benchmark.tasks import TaskError
 
 DEFAULT_TIMEOUT = 300.0  # seconds per proof (DeepSeek-Prover's checker also allows minutes, not seconds)
 DEFAULT_MEMORY_GB = 32.0  # address space per Lean process
+MAX_DEFAULT_WORKERS = 8  # Lean processes at a time when REPLAYBENCH_LEAN_WORKERS is unset (and CPUs allow)
 ALLOWED_AXIOMS = frozenset({"propext", "Classical.choice", "Quot.sound"})
-PROJECT_ENV, TIMEOUT_ENV, MEMORY_ENV, MODE_ENV = (
-    "REPLAYBENCH_LEAN_PROJECT", "REPLAYBENCH_LEAN_TIMEOUT", "REPLAYBENCH_LEAN_MEMORY_GB", "REPLAYBENCH_LEAN_MODE")
+PROJECT_ENV, TIMEOUT_ENV, MEMORY_ENV, MODE_ENV, WORKERS_ENV = (
+    "REPLAYBENCH_LEAN_PROJECT", "REPLAYBENCH_LEAN_TIMEOUT", "REPLAYBENCH_LEAN_MEMORY_GB", "REPLAYBENCH_LEAN_MODE",
+    "REPLAYBENCH_LEAN_WORKERS")
 
 # Reasons a verdict gives.
 CORRECT, LEAN_ERROR, SORRY, AXIOM, TIMEOUT, CRASHED, GARBAGE, NO_STATEMENT = (
@@ -268,6 +273,17 @@ def lean_setup(project: str | Path | None = None, timeout: float | None = None, 
                      float(os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY_GB))
 
 
+def lean_workers() -> int:
+    """How many Lean processes check a batch at a time: REPLAYBENCH_LEAN_WORKERS, else min(8, CPU count)."""
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    if not raw:
+        return min(MAX_DEFAULT_WORKERS, os.cpu_count() or 1)
+    if not raw.isdigit() or int(raw) < 1:
+        raise TaskError(f"{WORKERS_ENV}={raw!r}: set it to a whole number of Lean processes at a time, 1 or more "
+                        f"(unset: min({MAX_DEFAULT_WORKERS}, CPU count))")
+    return int(raw)
+
+
 def _limit_memory(memory_gb: float):
     """preexec_fn: the child's address-space limit (it runs in the child, before exec)."""
     limit = int(memory_gb * 2**30)
@@ -414,8 +430,9 @@ class LeanChecker:
             self._idle.put(repl)
         return verdict
 
-    def check_many(self, pairs) -> list[LeanVerdict]:
-        with ThreadPoolExecutor(self.workers) as pool:
+    def check_many(self, pairs, workers: int | None = None) -> list[LeanVerdict]:
+        """check() over (gold, completion) pairs, `workers` (default: the checker's) at a time, in order."""
+        with ThreadPoolExecutor(workers or self.workers) as pool:
             return list(pool.map(lambda pair: self.check(*pair), pairs))
 
     def _take_repl(self, header: str) -> ReplProcess:
@@ -450,11 +467,20 @@ def _close_checkers() -> None:
         checker.close()
 
 
+def _shared_checker(timeout: float | None) -> LeanChecker:
+    """This process's checker for the current setup: its REPL processes stay loaded between calls."""
+    setup = lean_setup(timeout=timeout)
+    return _checkers.setdefault(setup, LeanChecker(setup))
+
+
 def check(gold: str, completion: str, timeout: float | None = None) -> LeanVerdict:
     """Is `completion` a proof of the statement `gold` (header included)? Raises LeanUnavailable without Lean."""
-    setup = lean_setup(timeout=timeout)
-    checker = _checkers.setdefault(setup, LeanChecker(setup))
-    return checker.check(gold, completion)
+    return _shared_checker(timeout).check(gold, completion)
+
+
+def check_concurrently(pairs, timeout: float | None = None) -> list[LeanVerdict]:
+    """check() over (gold, completion) pairs, REPLAYBENCH_LEAN_WORKERS Lean processes at a time, in order."""
+    return _shared_checker(timeout).check_many(list(pairs), workers=lean_workers())
 
 
 def check_many(pairs, timeout: float | None = None, workers: int = 2) -> list[LeanVerdict]:

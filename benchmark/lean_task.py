@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from benchmark.lean import check, split_header
+from benchmark.lean import check, check_concurrently, split_header
 
 _TRAILING_SORRY = re.compile(r"\s*sorry\s*$")
 
@@ -46,3 +46,10 @@ def doc_to_target(doc: dict) -> str:
 
 def process_results(doc: dict, results: list[str]) -> dict:
     return {"lean_proof": float(check(doc_to_target(doc), results[0]).correct)}
+
+
+def score_pairs(pairs: list[tuple[dict, str]]) -> list[float]:
+    """The rewards of (doc, completion) pairs, in order, their proofs checked concurrently (the task's
+    metadata.score_pairs; process_results scores one at a time, for lm-eval)."""
+    verdicts = check_concurrently([(doc_to_target(doc), completion) for doc, completion in pairs])
+    return [float(verdict.correct) for verdict in verdicts]

@@ -115,7 +115,7 @@ def measure(workload: Workload, engine: str = "hf", repeats: int = 5, log=print)
         seconds = time.perf_counter() - start
         rollouts = []
         for doc, completions in zip(chosen, groups):
-            group = PendingGroup(str(doc["id"]), completions, [task.score(doc, c.text) for c in completions], 0)
+            group = PendingGroup(str(doc["id"]), completions, task.score_many(doc, [c.text for c in completions]), 0)
             rollouts += build_rollouts(group, len(rollouts), 0, 0, 0.0)
         batches.append(rollouts)
         if repeat >= 0:

@@ -76,6 +76,7 @@ def build_trainer(model, pad_id: int, g) -> GRPOTrainer:
         betas=g.betas, temperature=g.temperature,
         loss=LossConfig(eps_low=g.eps_low, eps_high=g.eps_high, aggregation=g.aggregation, kind=g.loss,
                         asymre_delta=g.asymre_delta),
+        micro_batch_size=g.micro_batch_size, gradient_checkpointing=g.gradient_checkpointing,
     )
 
 
@@ -331,7 +332,7 @@ class Pipeline:
                                                  temperature=g.temperature, max_new_tokens=self.max_new_tokens,
                                                  seed=derive_seed(self.seed, "pool", position))
             self.wall["generation"] += time.perf_counter() - t
-            rewards = [self.task.score(doc, c.text) for c in completions]
+            rewards = self.task.score_many(doc, [c.text for c in completions])
             tokens += sum(len(c.prompt_ids) + len(c.completion_ids) for c in completions)
             groups.append(PendingGroup(doc_id(doc), completions, rewards, self.engine.version))
         self._push(self.w.pipeline.mu * tokens / self.devices, POOL_DONE, payload=groups)
@@ -407,7 +408,7 @@ class Pipeline:
                                              temperature=g.temperature, max_new_tokens=self.max_new_tokens,
                                              seed=seed)
         self.wall["generation"] += time.perf_counter() - t
-        rewards = [self.task.score(doc, c.text) for c in completions]
+        rewards = self.task.score_many(doc, [c.text for c in completions])
         tokens = sum(len(c.prompt_ids) + len(c.completion_ids) for c in completions)
         duration = self.w.pipeline.mu * tokens
         self.worker_started[worker] = self.clock

@@ -180,7 +180,7 @@ class InferenceWorker:
         [completions] = self.engine.generate([self.prompt(self.task.doc_to_text(doc))], n=n,
                                              temperature=self.w.grpo.temperature, max_new_tokens=self.max_new_tokens,
                                              seed=seed)
-        rewards = [self.task.score(doc, c.text) for c in completions]
+        rewards = self.task.score_many(doc, [c.text for c in completions])
         tokens = sum(len(c.prompt_ids) + len(c.completion_ids) for c in completions)
         facts = {"tokens": tokens, "rollouts": len(completions), "version": self.engine.version,
                  "busy_s": time.perf_counter() - start}

@@ -19,6 +19,10 @@ Two optional metadata entries shape the training data (our loader's; lm-eval ign
   max, as open-r1's data recipe filters (pass rate: the column's value, or the mean of its list of
   per-generation rewards or correctness flags, missing entries ignored). The held-out rows are drawn
   before this filter.
+
+One optional metadata entry scores a batch: `score_pairs: !function utils.f`, with f([(doc, completion), ...])
+returning the rewards in order. A task whose verifier is slow (Lean) checks the batch concurrently this
+way; without it each completion is scored in turn by process_results (Task.score).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import socket
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 from urllib.parse import urlparse
 
 import yaml
@@ -103,12 +107,25 @@ class Task:
     def require_verifier(self) -> None:
         """Raise a TaskError naming what to install if this task's verifier cannot run here (Lean for miniF2F)."""
         if (self.config.get("metadata") or {}).get("verifier") == "lean":
-            from benchmark.lean import lean_setup
+            from benchmark.lean import lean_setup, lean_workers
 
             lean_setup()
+            lean_workers()
 
     def score(self, doc: dict, completion: str) -> float:
         return float(self.process_results(doc, [completion])[self.metric])
+
+    def score_many(self, doc: dict, completions: Sequence[str]) -> list[float]:
+        """The rewards of several completions of one document (a group), in order."""
+        return self.score_pairs([(doc, completion) for completion in completions])
+
+    def score_pairs(self, pairs: Sequence[tuple[dict, str]]) -> list[float]:
+        """The rewards of (doc, completion) pairs, in order: the task's metadata.score_pairs if it has one
+        (Lean checks the pairs concurrently), else score() on each in turn."""
+        batch = (self.config.get("metadata") or {}).get("score_pairs")
+        if batch is None:
+            return [self.score(doc, completion) for doc, completion in pairs]
+        return [float(reward) for reward in batch(list(pairs))]
 
     def _load_split(self, split: str) -> list[dict]:
         data_path = (self.config.get("metadata") or {}).get("data_path")

@@ -124,6 +124,7 @@ FAKE_LAKE = textwrap.dedent("""\
 
     mode = os.environ.get("FAKE_LEAN_MODE", "clean")
     report = os.environ["FAKE_LEAN_REPORT"]  # a recorded `#print axioms` message, its name replaced
+    seconds_per_proof = float(os.environ.get("FAKE_LEAN_SECONDS", "0"))  # how long Lean "thinks" on a proof
 
     def hang():
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
@@ -136,7 +137,11 @@ FAKE_LAKE = textwrap.dedent("""\
     elif sys.argv[1:3] == ["env", "lean"]:
         source = open(sys.argv[3], encoding="utf-8").read()
         name = re.search(r"#print axioms (\\S+)", source).group(1)
-        if mode == "clean":
+        time.sleep(seconds_per_proof)
+        if mode == "clean" and "wrong" in source:  # a proof that names `wrong` fails, to tell verdicts apart
+            print(f"{{sys.argv[3]}}:9:8: error: unknown identifier 'wrong'")
+            sys.exit(1)
+        elif mode == "clean":
             if os.environ.get("FAKE_LEAN_POSITIONED"):
                 print(f"{{sys.argv[3]}}:9:0: info: " + report.replace("NAME", name))
             else:
@@ -167,6 +172,12 @@ FAKE_LAKE = textwrap.dedent("""\
             log.flush()
             if "env" not in command:  # the header
                 print(json.dumps({{"env": 0}}) + "\\n", flush=True)
+                continue
+            time.sleep(seconds_per_proof)
+            if mode == "clean" and "wrong" in command["cmd"]:
+                message = {{"severity": "error", "pos": {{"line": 9, "column": 8}},
+                           "data": "unknown identifier 'wrong'"}}
+                print(json.dumps({{"messages": [message], "env": 1}}) + "\\n", flush=True)
             elif mode == "clean":
                 name = re.search(r"#print axioms (\\S+)", command["cmd"]).group(1)
                 message = {{"severity": "info", "pos": {{"line": 9, "column": 0}},
@@ -311,6 +322,64 @@ def test_pool_keeps_order(fake_lean):
     proofs = ["  norm_num\n", "  sorry\n", "  simp\n", "  admit\n"]
     verdicts = lean.check_many([(GOLD, p) for p in proofs], workers=2)
     assert [v.correct for v in verdicts] == [True, False, True, False]
+
+
+@pytest.fixture
+def shared_checkers(monkeypatch):
+    """Empty the process's shared checkers for the test, and close the REPLs it started."""
+    checkers = {}
+    monkeypatch.setattr(lean, "_checkers", checkers)
+    yield
+    for pool in checkers.values():
+        pool.close()
+
+
+@pytest.mark.parametrize("mode", ["file", "repl"])
+def test_a_group_is_scored_concurrently_in_order(fake_lean, monkeypatch, shared_checkers, mode):
+    """Four completions, one second of Lean each, four workers: about one second in all, not four."""
+    monkeypatch.setenv("FAKE_LEAN_SECONDS", "1")
+    monkeypatch.setenv(lean.MODE_ENV, mode)
+    monkeypatch.setenv(lean.WORKERS_ENV, "4")
+    task = load_task("minif2f")
+    doc = task.docs("test")[0]
+    proofs = ["  norm_num\n", "  exact wrong\n", "  simp\n", "  exact wrong.elim\n"]
+    start = time.monotonic()
+    rewards = task.score_many(doc, proofs)
+    elapsed = time.monotonic() - start
+    assert rewards == [1.0, 0.0, 1.0, 0.0]
+    assert elapsed < 2.5, f"4 proofs of 1 s on 4 workers took {elapsed:.1f} s: not checked concurrently"
+
+
+def test_evaluation_checks_a_batch_of_problems_concurrently(fake_lean, monkeypatch, shared_checkers):
+    """Greedy evaluation (one completion per problem) still checks the batch's problems concurrently."""
+    from types import SimpleNamespace
+
+    from benchmark.evaluation import sample
+
+    class OneProofEngine:
+        def generate(self, prompts, n, temperature, max_new_tokens, seed):
+            return [[SimpleNamespace(text="  exact wrong\n" if i % 2 else "  norm_num\n")] * n
+                    for i in range(len(prompts))]
+
+    monkeypatch.setenv("FAKE_LEAN_SECONDS", "1")
+    monkeypatch.setenv(lean.WORKERS_ENV, "4")
+    task = load_task("minif2f")
+    start = time.monotonic()
+    samples = sample(OneProofEngine(), task, task.docs("test")[:4], n=1, temperature=0.0, seed=0)
+    elapsed = time.monotonic() - start
+    assert samples.scores == [[1.0], [0.0], [1.0], [0.0]]
+    assert elapsed < 2.5, f"4 problems of 1 s on 4 workers took {elapsed:.1f} s: not checked concurrently"
+
+
+def test_lean_workers_setting(monkeypatch):
+    monkeypatch.delenv(lean.WORKERS_ENV, raising=False)
+    assert lean.lean_workers() == min(8, os.cpu_count())
+    monkeypatch.setenv(lean.WORKERS_ENV, "3")
+    assert lean.lean_workers() == 3
+    for bad in ("0", "-2", "four"):
+        monkeypatch.setenv(lean.WORKERS_ENV, bad)
+        with pytest.raises(benchmark.tasks.TaskError, match="REPLAYBENCH_LEAN_WORKERS=.*whole number"):
+            lean.lean_workers()
 
 
 # ---------------------------------------------------------------------------------------------------------

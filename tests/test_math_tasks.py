@@ -48,6 +48,19 @@ def test_rewards_on_reference_answers(no_hub):
     assert openr1.score(openr1.docs("train")[0], "no answer") == 0.0
 
 
+@pytest.mark.parametrize("name", ["arith_tiny", "math500"])
+def test_scoring_a_group_is_scoring_each_in_turn(no_hub, name):
+    """Tasks without metadata.score_pairs score a group one completion at a time: the same rewards, in order."""
+    task = load_task(name)
+    assert "score_pairs" not in task.config["metadata"]
+    doc = task.docs("test")[0]
+    right = doc["target"] if name == "arith_tiny" else f"\\boxed{{{doc['answer']}}}"
+    completions = ["no answer", right, "\\boxed{-12345}", right]
+    rewards = task.score_many(doc, completions)
+    assert rewards == [task.score(doc, c) for c in completions] and rewards[1] == rewards[3] == 1.0
+    assert task.score_pairs([]) == []
+
+
 def test_openr1_gold_falls_back_to_the_solution():
     target = load_task("openr1_math").config["doc_to_target"]
     assert target({"answer": "", "solution": "First \\boxed{2}; in all, \\boxed{7}."}) == "7"

@@ -71,6 +71,8 @@ def test_each_paper_workload_runs_on_cpu_with_the_tiny_model(tiny_checkpoint, is
     monkeypatch.setattr(benchmark.lean, "lean_setup", lambda *args, **kwargs: None)
     monkeypatch.setattr(benchmark.lean_task, "check", lambda gold, completion, timeout=None: SimpleNamespace(
         correct=False))
+    monkeypatch.setattr(benchmark.lean_task, "check_concurrently", lambda pairs, timeout=None: [
+        SimpleNamespace(correct=False) for _ in pairs])
     for name in PAPER:
         # miniF2F's first statements in the training stream are long: a little more budget for two steps
         w = load_workload(name, tiny_substitute(tiny_checkpoint, 1_000_000 if name.endswith("minif2f") else 400_000))

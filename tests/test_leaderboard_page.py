@@ -3,6 +3,7 @@ HTML, then loaded in a real headless Chromium (Debian's chromium + chromium-driv
 from file:// and from `replaybench leaderboard serve`. A screenshot is saved under $REPLAYBENCH_ARTIFACTS
 (default: the test's temp folder)."""
 
+import contextlib
 import json
 import os
 import re
@@ -23,21 +24,31 @@ INSTALL = "apt-get install -y chromium chromium-driver, and pip install selenium
 PLOTS = ("curves", "pareto", "replay")
 
 
-@pytest.fixture(scope="module")
-def board(tmp_path_factory):
-    """A built leaderboard folder from a store with three ranked entries, a failed and a non-compliant run."""
+
+@contextlib.contextmanager
+def synthetic_store(runs: Path):
+    """An MLflow store of our own under `runs` for the duration of the block."""
     import benchmark.runner
     import benchmark.tracking
 
-    root = tmp_path_factory.mktemp("page")
-    runs = root / "runs"
-    runs.mkdir()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(benchmark.tracking, "RUNS_DIR", runs)
         mp.setattr(benchmark.runner, "RUNS_DIR", runs)
         mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{runs / 'mlflow.db'}")
         mp.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         mp.setenv("COLUMNS", "300")
+        yield
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory):
+    """A built leaderboard folder from a store with three ranked entries, a failed and a non-compliant run."""
+    import benchmark.tracking
+
+    root = tmp_path_factory.mktemp("page")
+    runs = root / "runs"
+    runs.mkdir()
+    with synthetic_store(runs):
         c = benchmark.tracking.client()
         exp = benchmark.tracking.experiment_id(c, WORKLOAD)
         ids = {}
@@ -225,18 +236,12 @@ MULTI = ("arith-tiny", "qwen3-0.6b-openr1", "qwen3-8b-minif2f")  # real workload
 def multi_board(tmp_path_factory):
     """A board over three workloads, each with its frozen target: six ranked entries (two of them tied on every
     workload, one with 2 seeds), one entry with runs on one workload only (not ranked), a failed run."""
-    import benchmark.runner
     import benchmark.tracking
 
     root = tmp_path_factory.mktemp("multi")
     runs = root / "runs"
     runs.mkdir()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(benchmark.tracking, "RUNS_DIR", runs)
-        mp.setattr(benchmark.runner, "RUNS_DIR", runs)
-        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{runs / 'mlflow.db'}")
-        mp.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-        mp.setenv("COLUMNS", "300")
+    with synthetic_store(runs):
         c = benchmark.tracking.client()
         slopes = {"fast_a": 0.06, "fast_b": 0.06, "medium": 0.045, "two_seeds": 0.04, "slow": 0.035}
         for i, w in enumerate(MULTI):  # 21 evaluations on each workload, so the same ramps fit all three

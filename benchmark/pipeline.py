@@ -240,21 +240,34 @@ def train_step_metrics(run, stats: dict, usage: dict) -> list[tuple[str, float, 
     return [(f"train/{k}", float(v), run.trainer_step) for k, v in metrics.items()]
 
 
-def usage_summary(eval_history: list[dict], use_count: dict[int, int], rollouts_generated: int,
-                  samples_trained: int, staleness_total: int) -> dict:
-    """The parts of a run's summary that depend only on its evaluations and on how rollouts were used."""
-    best = max(eval_history, key=lambda p: (p["accuracy"], -p["compute"]))
+def run_summary(run, use_count: dict[int, int], staleness_total: int, wall_seconds: dict,
+                strategy_calls: int, strategy_seconds: float) -> dict:
+    """The summary of a finished run, from its evaluations, how rollouts were used and its counters.
+    run: the executor (Pipeline or RayPipeline); each adds what only it knows."""
+    history = run.eval_history
+    best = max(history, key=lambda p: (p["accuracy"], -p["compute"]))
     used = list(use_count.values())
     return {
-        "final": eval_history[-1],
+        "final": history[-1],
         "best": best,
-        "start_accuracy": eval_history[0]["accuracy"],
-        "eval_curve": eval_history,
-        "replay_ratio": samples_trained / max(rollouts_generated, 1),
-        "offpolicy_mean": staleness_total / max(samples_trained, 1),
-        "rollouts_never_used_fraction": 1 - len(used) / max(rollouts_generated, 1),
+        "start_accuracy": history[0]["accuracy"],
+        "eval_curve": history,
+        "replay_ratio": run.samples_trained / max(run.rollouts_generated, 1),
+        "offpolicy_mean": staleness_total / max(run.samples_trained, 1),
+        "rollouts_never_used_fraction": 1 - len(used) / max(run.rollouts_generated, 1),
         "max_uses_of_a_rollout": max(used, default=0),
         "median_uses_of_used_rollouts": statistics.median(used) if used else 0,
+        "compute_used": run.compute_used,
+        "budget": run.w.budget,
+        "virtual_time": run.clock,
+        "trainer_steps": run.trainer_step,
+        "rollouts_generated": run.rollouts_generated,
+        "samples_trained": run.samples_trained,
+        "trainer_idle_fraction": run.trainer_idle_fraction(),
+        "worker_idle_fraction": run.worker_idle_fraction(),
+        "wall_seconds": wall_seconds,
+        "strategy_calls": strategy_calls,
+        "strategy_ms_per_call": 1000 * strategy_seconds / max(strategy_calls, 1),
     }
 
 
@@ -497,21 +510,8 @@ class Pipeline:
 
     # ---- results --------------------------------------------------------------------------
     def summary(self) -> dict:
-        return {
-            **usage_summary(self.eval_history, self.use_count, self.rollouts_generated, self.samples_trained,
-                            self.staleness_total),
-            "compute_used": self.compute_used,
-            "budget": self.w.budget,
-            "virtual_time": self.clock,
-            "trainer_steps": self.trainer_step,
-            "rollouts_generated": self.rollouts_generated,
-            "samples_trained": self.samples_trained,
-            "trainer_idle_fraction": self.trainer_idle_fraction(),
-            "worker_idle_fraction": self.worker_idle_fraction(),
-            "wall_seconds": dict(self.wall),
-            "strategy_calls": self.strategy_calls,
-            "strategy_ms_per_call": 1000 * self.wall["strategy"] / max(self.strategy_calls, 1),
-        }
+        return run_summary(self, self.use_count, self.staleness_total, dict(self.wall), self.strategy_calls,
+                           self.wall["strategy"])
 
     # ---- checkpoints ----------------------------------------------------------------------
     def state_dict(self) -> dict:

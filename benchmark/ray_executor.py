@@ -63,9 +63,9 @@ from benchmark.pipeline import (
     eval_sets,
     evaluate_sets,
     record_use,
+    run_summary,
     stream_doc,
     train_step_metrics,
-    usage_summary,
 )
 from benchmark.ray_placement import ActorResources, PlacementError, engine_gpu_fraction, plan_placement
 from benchmark.runner import RunError, set_threads
@@ -665,20 +665,10 @@ class RayPipeline:
 
     def summary(self) -> dict:
         f = self.final
+        wall = {**self.busy, "strategy": f["strategy_seconds"], "total": f["elapsed"]}
         return {
-            **usage_summary(self.eval_history, f["use_count"], self.rollouts_generated, self.samples_trained,
-                            f["staleness_total"]),
-            "compute_used": self.compute_used,
-            "budget": self.w.budget,
-            "virtual_time": self.clock,
-            "trainer_steps": self.trainer_step,
-            "rollouts_generated": self.rollouts_generated,
-            "samples_trained": self.samples_trained,
-            "trainer_idle_fraction": self.trainer_idle_fraction(),
-            "worker_idle_fraction": self.worker_idle_fraction(),
-            "wall_seconds": {**self.busy, "strategy": f["strategy_seconds"], "total": f["elapsed"]},
-            "strategy_calls": f["strategy_calls"],
-            "strategy_ms_per_call": 1000 * f["strategy_seconds"] / max(f["strategy_calls"], 1),
+            **run_summary(self, f["use_count"], f["staleness_total"], wall, f["strategy_calls"],
+                          f["strategy_seconds"]),
             "executor": "ray",
             "measured": f["measured"],
             "trainer_weights_sha256": f["trainer_weights_sha256"],

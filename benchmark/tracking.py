@@ -16,10 +16,16 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from benchmark.paths import REPO_ROOT
+
 RUNS_DIR = Path(os.environ.get("REPLAYBENCH_RUNS_DIR") or REPO_ROOT / "runs")  # checkpoints and the default store
 FLUSH_KEY = "replaybench/flush"
 TAG = "replaybench."
+EXPERIMENT_PREFIX = "replaybench/"  # training runs of workload W go to the experiment replaybench/W
+
+
+def experiment_name(workload_name: str) -> str:
+    return f"{EXPERIMENT_PREFIX}{workload_name}"
 
 
 def tracking_uri() -> str:
@@ -39,7 +45,7 @@ def client():
 
 def experiment_id(mlflow_client, workload_name: str, experiment: str | None = None) -> str:
     """The id of the experiment `replaybench/<workload_name>` (or `experiment`, e.g. eval/math500), created if new."""
-    name = experiment or f"replaybench/{workload_name}"
+    name = experiment or experiment_name(workload_name)
     exp = mlflow_client.get_experiment_by_name(name)
     if exp is not None:
         return exp.experiment_id
@@ -146,7 +152,7 @@ class RunRecorder:
 def find_runs(workload_name: str, filter_string: str = "") -> list:
     """All MLflow runs of a workload, e.g. filter_string=\"tags.`replaybench.strategy` = 'fifo_uniform'\"."""
     c = client()
-    exp = c.get_experiment_by_name(f"replaybench/{workload_name}")
+    exp = c.get_experiment_by_name(experiment_name(workload_name))
     if exp is None:
         return []
     return c.search_runs([exp.experiment_id], filter_string=filter_string, max_results=10_000)

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import torch
 
-from benchmark.pipeline import Pipeline, derive_seed
-from benchmark.policy import load_start_policy
-from benchmark.sandbox import IsolatedStrategy
+from benchmark.engine.pipeline import Pipeline, derive_seed
+from benchmark.engine.sandbox import IsolatedStrategy
+from benchmark.grading.tasks import load_task
+from benchmark.rl.policy import load_start_policy
 from benchmark.strategy import StrategyError, StrategyFailure, build_strategy, file_sha256, load_strategy_class
-from benchmark.tasks import load_task
 from benchmark.tracking import REPO_ROOT, RUNS_DIR, TAG, RunRecorder, code_version
 from benchmark.workload import Workload
 
@@ -45,7 +45,7 @@ class RunSpec:
         else:
             load_strategy_class(self.strategy_path)  # fail before any model is loaded, with a clear message
         if self.executor == "ray":
-            from benchmark.ray_executor import require_ray
+            from benchmark.engine.ray.driver import require_ray
 
             require_ray()  # without the distributed extra: one clear message, before anything loads
 
@@ -86,12 +86,12 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
     """Execute (or continue) a run and return its summary. progress(pipeline) is called as it goes.
 
     stop_after_evals: stop (without finishing the MLflow run) after that many evaluations; for tests
-    of interruption and resume. ray_options: a benchmark.ray_executor.RayOptions, for executor "ray".
+    of interruption and resume. ray_options: a benchmark.engine.ray.driver.RayOptions, for executor "ray".
     """
     set_threads()
     on_ray = spec.executor == "ray"
     if on_ray:
-        from benchmark.ray_executor import EXPERIMENT_PREFIX, RayPipeline, require_ray
+        from benchmark.engine.ray.driver import EXPERIMENT_PREFIX, RayPipeline, require_ray
 
         require_ray()  # without the extra: one clear message before anything loads
         if resume:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
+from benchmark.paths import WORKLOADS_DIR
 
 
 class WorkloadError(Exception):
@@ -136,7 +136,7 @@ class Workload:
     def load_task(self, name: str | None = None):
         """A task of this workload (default: the training task), reading data_path[name] if given
         (paths relative to the repository root)."""
-        from benchmark.tasks import load_task
+        from benchmark.grading.tasks import load_task
 
         def resolve(path):
             return None if path is None else str(WORKLOADS_DIR.parent / path)  # an absolute path stays as is
@@ -154,8 +154,8 @@ class Workload:
         return [tuple(t.split(":", 1)) if ":" in t else (t, "test") for t in self.eval.tasks] or [(self.task, "test")]
 
     def _model_and_task_problems(self) -> list[str]:
-        from benchmark.prompts import PROMPT_FORMATS
-        from benchmark.tasks import TASKS_DIR
+        from benchmark.grading.prompts import PROMPT_FORMATS
+        from benchmark.grading.tasks import TASKS_DIR
 
         m, problems = self.model, []
         if m.dtype not in ("float32", "bfloat16", "float16"):

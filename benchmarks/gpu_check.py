@@ -10,7 +10,7 @@ completion runs to the length limit and throughputs are comparable between engin
 
 Then a short GRPO loop through the GPU engines, as the pipeline runs it: per step, the engine
 generates a group of completions for each prompt (with per-token log-probs), the trainer takes one
-GRPO step on them (`benchmark.grpo`), and the new weights are pushed into the running engine
+GRPO step on them (`benchmark.rl.grpo`), and the new weights are pushed into the running engine
 (`load_weights`, in place). It runs with the vLLM engine when vLLM imports, and with the
 transformers engine (`generate`) in every case, then prints one table:
 
@@ -72,7 +72,7 @@ def padded_char_tokenizer(vocab_size: int):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from benchmark.tiny_lm import SPECIAL_TOKENS
+    from benchmark.rl.tiny_lm import SPECIAL_TOKENS
 
     chars = sorted(set("0123456789+-*/=()abcdefghijklmnopqrstuvwxyz ?."))
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + chars)}
@@ -101,7 +101,7 @@ def build_model(size: str, vocab_size: int, device: str, dtype: torch.dtype):
 
 def rollouts_from(groups, step: int):
     """Rollout records as the pipeline makes them; reward: the completion has more 7s than 3s."""
-    from benchmark.grpo import group_advantages
+    from benchmark.rl.grpo import group_advantages
     from benchmark.rollout import Rollout
 
     out = []
@@ -183,9 +183,9 @@ def main() -> int:
     args = parser.parse_args()
     log = print
     clock = Clock(args.minutes)
-    from benchmark.generation import HFEngine
-    from benchmark.grpo import GRPOTrainer
-    from benchmark.tiny_lm import count_parameters
+    from benchmark.rl.generation import HFEngine
+    from benchmark.rl.grpo import GRPOTrainer
+    from benchmark.rl.tiny_lm import count_parameters
 
     on_gpu = torch.cuda.is_available()
     if on_gpu:
@@ -214,7 +214,7 @@ def main() -> int:
     results = {}
 
     if has_vllm and on_gpu and clock.allows("vLLM engine", 120):
-        from benchmark.vllm_engine import VLLMEngine
+        from benchmark.rl.vllm_engine import VLLMEngine
 
         folder = tempfile.mkdtemp(prefix="gpu-check-model-")
         model.save_pretrained(folder)

@@ -3,8 +3,8 @@ import importlib.util
 import pytest
 import torch
 
-from benchmark.tasks import load_task
-from benchmark.tiny_lm import build_char_tokenizer, build_tiny_model
+from benchmark.grading.tasks import load_task
+from benchmark.rl.tiny_lm import build_char_tokenizer, build_tiny_model
 from benchmark.workload import load_workload
 
 torch.set_num_threads(1)  # the runs' default: reproducible, and fast on small shared machines

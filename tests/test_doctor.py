@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import doctor, lean
-from benchmark.cli import main
+from benchmark.cli import doctor, main
+from benchmark.grading import lean
 
 
 @pytest.fixture

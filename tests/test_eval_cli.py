@@ -6,10 +6,10 @@ import json
 import pytest
 
 from benchmark.cli import main
-from benchmark.evaluation import evaluate, pass_at_k, pass_at_ks
-from benchmark.generation import HFEngine
-from benchmark.policy import load_pretrained
-from benchmark.tasks import load_task
+from benchmark.grading.evaluation import evaluate, pass_at_k, pass_at_ks
+from benchmark.grading.tasks import load_task
+from benchmark.rl.generation import HFEngine
+from benchmark.rl.policy import load_pretrained
 from benchmark.tracking import client
 
 CPU_MODEL = "tasks/arith_tiny/checkpoint"
@@ -100,7 +100,7 @@ def test_unreachable_hub_fails_fast_naming_the_fix(monkeypatch, isolated_runs, c
 def test_bfloat16_weights_load_and_hash(tiny_checkpoint):
     import torch
 
-    from benchmark.policy import weights_hash
+    from benchmark.rl.policy import weights_hash
 
     model, _ = load_pretrained(str(tiny_checkpoint), dtype="bfloat16")
     assert next(model.parameters()).dtype == torch.bfloat16

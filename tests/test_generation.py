@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from benchmark.generation import HFEngine
-from benchmark.grpo import token_logprobs_and_entropy
+from benchmark.rl.generation import HFEngine
+from benchmark.rl.grpo import token_logprobs_and_entropy
 
 PROMPTS = ["012+345=", "1+2=", "99+1="]
 

@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
-from benchmark.generation import HFEngine
-from benchmark.grpo import GRPOTrainer, LossConfig, clipped_policy_loss, group_advantages, pad_batch
+from benchmark.rl.generation import HFEngine
+from benchmark.rl.grpo import GRPOTrainer, LossConfig, clipped_policy_loss, group_advantages, pad_batch
 from benchmark.rollout import Rollout
 
 
@@ -91,7 +91,7 @@ def test_pad_batch_marks_only_completion_tokens():
 
 
 def test_asymre_weights_tokens_by_reward_minus_a_lowered_baseline_without_ratio():
-    from benchmark.grpo import asymre_loss
+    from benchmark.rl.grpo import asymre_loss
 
     logprobs = torch.log(torch.tensor([[0.5, 0.25], [0.5, 0.5]])).requires_grad_(True)
     behaviour = torch.log(torch.tensor([[0.1, 0.1], [0.9, 0.9]]))  # far off-policy: no effect on the loss

@@ -1,4 +1,4 @@
-"""The Lean verifier (benchmark.lean) and the miniF2F tasks, without a Lean toolchain: message parsing and
+"""The Lean verifier (benchmark.grading.lean) and the miniF2F tasks, without a Lean toolchain: message parsing and
 verdicts on recorded real Lean output (tests/fixtures/lean/README.md), process handling with a fake
 `lake` that replays it, hangs, crashes or prints garbage, and the one clear message on a Lean-less machine."""
 
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-import benchmark.tasks
-from benchmark import lean
+import benchmark.grading.tasks
 from benchmark.cli import main
-from benchmark.lean import LeanUnavailable, Message, judge, parse_plain, parse_repl, read_repl_responses
-from benchmark.tasks import load_task
+from benchmark.grading import lean
+from benchmark.grading.lean import LeanUnavailable, Message, judge, parse_plain, parse_repl, read_repl_responses
+from benchmark.grading.tasks import load_task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lean"
 REPORTS = (FIXTURES / "axiom_reports.txt").read_text().splitlines()
@@ -354,7 +354,7 @@ def test_evaluation_checks_a_batch_of_problems_concurrently(fake_lean, monkeypat
     """Greedy evaluation (one completion per problem) still checks the batch's problems concurrently."""
     from types import SimpleNamespace
 
-    from benchmark.evaluation import sample
+    from benchmark.grading.evaluation import sample
 
     class OneProofEngine:
         def generate(self, prompts, n, temperature, max_new_tokens, seed):
@@ -378,7 +378,7 @@ def test_lean_workers_setting(monkeypatch):
     assert lean.lean_workers() == 3
     for bad in ("0", "-2", "four"):
         monkeypatch.setenv(lean.WORKERS_ENV, bad)
-        with pytest.raises(benchmark.tasks.TaskError, match="REPLAYBENCH_LEAN_WORKERS=.*whole number"):
+        with pytest.raises(benchmark.grading.tasks.TaskError, match="REPLAYBENCH_LEAN_WORKERS=.*whole number"):
             lean.lean_workers()
 
 
@@ -461,7 +461,7 @@ def no_hub(monkeypatch):
     def fail(*args):
         raise AssertionError(f"the hub was asked for {args}")
 
-    monkeypatch.setattr(benchmark.tasks, "_load_hub", fail)
+    monkeypatch.setattr(benchmark.grading.tasks, "_load_hub", fail)
 
 
 @pytest.mark.parametrize("name, header_start", [("minif2f", "import Mathlib\n\nset_option"),

@@ -2,8 +2,8 @@
 
 import pytest
 
-from benchmark.policy import load_pretrained
-from benchmark.tasks import TASKS_DIR, load_task
+from benchmark.grading.tasks import TASKS_DIR, load_task
+from benchmark.rl.policy import load_pretrained
 
 pytest.importorskip("lm_eval.models.huggingface", reason="needs lm-eval[hf] (the dev extra installs it)")
 

@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-import benchmark.tasks
+import benchmark.grading.tasks
 from benchmark.cli import main
-from benchmark.tasks import TaskError, load_task
+from benchmark.grading.tasks import TaskError, load_task
 
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
@@ -17,7 +17,7 @@ def no_hub(monkeypatch):
     def fail(*args):
         raise AssertionError(f"the hub was asked for {args}")
 
-    monkeypatch.setattr(benchmark.tasks, "_load_hub", fail)
+    monkeypatch.setattr(benchmark.grading.tasks, "_load_hub", fail)
 
 
 @pytest.mark.parametrize("name, n_train, n_test", [("math500", 1000, 500), ("openr1_math", 44, 500)])

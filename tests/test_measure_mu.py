@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from benchmark.cli import main
-from benchmark.measure_mu import measure, write_mu
+from benchmark.engine.measure_mu import measure, write_mu
 from benchmark.workload import WORKLOADS_DIR, WorkloadError, load_workload
 
 

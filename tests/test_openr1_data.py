@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from benchmark.tasks import TaskError, load_task, pass_rate
+from benchmark.grading.tasks import TaskError, load_task, pass_rate
 
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 

@@ -63,15 +63,15 @@ def tiny_substitute(checkpoint, budget=400_000):
 
 @pytest.mark.slow
 def test_each_paper_workload_runs_on_cpu_with_the_tiny_model(tiny_checkpoint, isolated_runs, monkeypatch):
-    import benchmark.lean
-    import benchmark.lean_task
+    import benchmark.grading.lean
+    import benchmark.grading.lean_task
 
     # Checking Lean proofs is the Lean task's own business (its tests); here, with or without Lean on the
     # machine, the check is stubbed: every proof fails.
-    monkeypatch.setattr(benchmark.lean, "lean_setup", lambda *args, **kwargs: None)
-    monkeypatch.setattr(benchmark.lean_task, "check", lambda gold, completion, timeout=None: SimpleNamespace(
+    monkeypatch.setattr(benchmark.grading.lean, "lean_setup", lambda *args, **kwargs: None)
+    monkeypatch.setattr(benchmark.grading.lean_task, "check", lambda gold, completion, timeout=None: SimpleNamespace(
         correct=False))
-    monkeypatch.setattr(benchmark.lean_task, "check_concurrently", lambda pairs, timeout=None: [
+    monkeypatch.setattr(benchmark.grading.lean_task, "check_concurrently", lambda pairs, timeout=None: [
         SimpleNamespace(correct=False) for _ in pairs])
     for name in PAPER:
         # miniF2F's first statements in the training stream are long: a little more budget for two steps

@@ -4,7 +4,7 @@ import pytest
 from conftest import small_workload
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from benchmark.pipeline import Pipeline
+from benchmark.engine.pipeline import Pipeline
 from benchmark.strategy import build_strategy
 
 BASELINES = Path(__file__).resolve().parent.parent / "baselines"

@@ -5,12 +5,12 @@ import copy
 import pytest
 from tokenizers import processors
 
-from benchmark.evaluation import evaluate
-from benchmark.generation import HFEngine
-from benchmark.policy import load_pretrained
-from benchmark.prompts import PromptError, PromptFormat
-from benchmark.tasks import load_task
-from benchmark.tiny_lm import build_char_tokenizer, build_tiny_model
+from benchmark.grading.evaluation import evaluate
+from benchmark.grading.prompts import PromptError, PromptFormat
+from benchmark.grading.tasks import load_task
+from benchmark.rl.generation import HFEngine
+from benchmark.rl.policy import load_pretrained
+from benchmark.rl.tiny_lm import build_char_tokenizer, build_tiny_model
 
 # A ChatML template as Qwen's instruct models use (trimmed to one-turn conversations without tools).
 CHATML = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmark import cli
+from benchmark.cli import app as cli
 from benchmark.runner import RunSpec, run
 from benchmark.tracking import client
 from benchmark.workload import load_workload
@@ -51,7 +51,7 @@ def test_resume_is_refused_on_ray(monkeypatch, isolated_runs, capsys):
 @needs_ray
 @pytest.mark.slow
 def test_ray_run_records_the_pipeline_metrics_and_agrees_in_kind(monkeypatch, isolated_runs):
-    from benchmark.ray_executor import EXPERIMENT_PREFIX, RayOptions
+    from benchmark.engine.ray.driver import EXPERIMENT_PREFIX, RayOptions
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # a throw-away local cluster needs no token
     spec = RunSpec(load_workload("arith-tiny", CONFIG), FIFO, {"buffer_size": 256}, seed=0, executor="ray")
@@ -99,7 +99,7 @@ def _gpus_requested(p, workers, trainers):
 
 
 def test_without_gpus_every_actor_gets_an_equal_share_of_the_cpus_as_before():
-    from benchmark.ray_placement import plan_placement
+    from benchmark.engine.ray.placement import plan_placement
 
     p = plan_placement({"CPU": 2.0}, workers=2, trainers=2)
     assert (p.device, p.backend) == ("cpu", "gloo")
@@ -111,7 +111,7 @@ def test_without_gpus_every_actor_gets_an_equal_share_of_the_cpus_as_before():
 
 
 def test_with_gpus_workers_and_trainers_hold_one_each_and_the_evaluator_shares_worker_0():
-    from benchmark.ray_placement import plan_placement
+    from benchmark.engine.ray.placement import plan_placement
 
     p = plan_placement({"CPU": 64.0, "GPU": 8.0}, workers=6, trainers=2)
     assert (p.device, p.backend) == ("cuda", "nccl")
@@ -124,7 +124,7 @@ def test_with_gpus_workers_and_trainers_hold_one_each_and_the_evaluator_shares_w
 
 
 def test_fractional_gpus_keep_the_trainers_on_gloo_and_fit_the_cluster():
-    from benchmark.ray_placement import engine_gpu_fraction, plan_placement
+    from benchmark.engine.ray.placement import engine_gpu_fraction, plan_placement
 
     p = plan_placement({"CPU": 16.0, "GPU": 4.0}, workers=5, trainers=3, gpus_per_actor=0.5)
     # two trainers may share a GPU, which NCCL refuses
@@ -147,18 +147,18 @@ def test_fractional_gpus_keep_the_trainers_on_gloo_and_fit_the_cluster():
     ({"CPU": 16.0, "GPU": 8.0}, 2, 2, 2.0, "between 0 and 1"),
 ])
 def test_a_placement_the_cluster_cannot_hold_names_the_fix(resources, workers, trainers, g, message):
-    from benchmark.ray_placement import PlacementError, plan_placement
+    from benchmark.engine.ray.placement import PlacementError, plan_placement
 
     with pytest.raises(PlacementError, match=re.escape(message)):
         plan_placement(resources, workers, trainers, g)
 
 
 def test_engine_names_and_their_shorthands():
-    from benchmark.ray_executor import RayOptions, RunError, resolve_engine
+    from benchmark.engine.ray.driver import RayOptions, RunError, resolve_engine
 
     assert resolve_engine("hf") == "hf"
-    assert resolve_engine("vllm") == "benchmark.vllm_engine:vllm_engine"
-    assert RayOptions(engine="vllm").engine == "benchmark.vllm_engine:vllm_engine"
+    assert resolve_engine("vllm") == "benchmark.rl.vllm_engine:vllm_engine"
+    assert RayOptions(engine="vllm").engine == "benchmark.rl.vllm_engine:vllm_engine"
     assert resolve_engine("my.module:factory") == "my.module:factory"
     for bad in ("vlm", "module:", ":factory", "a:b:c"):
         with pytest.raises(RunError, match="use hf, vllm or module:factory"):
@@ -175,7 +175,7 @@ def test_a_mistyped_engine_stops_the_cli_with_one_line(isolated_runs, capsys):
 def test_published_weights_are_cpu_tensors_and_cpu_ones_are_not_copied(tiny_checkpoint):
     from transformers import AutoModelForCausalLM
 
-    from benchmark.ray_executor import cpu_state_dict
+    from benchmark.engine.ray.driver import cpu_state_dict
 
     model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
     weights = cpu_state_dict(model)
@@ -216,7 +216,7 @@ class FakeRay:
 
 
 def _fake_gpu_pipeline(monkeypatch, resources, workers=6, trainers=2, **options):
-    import benchmark.ray_executor as rx
+    import benchmark.engine.ray.driver as rx
 
     fake = FakeRay(resources)
     monkeypatch.setitem(sys.modules, "ray", fake)
@@ -227,7 +227,7 @@ def _fake_gpu_pipeline(monkeypatch, resources, workers=6, trainers=2, **options)
 
 
 def test_on_a_gpu_cluster_the_actors_ask_for_their_gpus(monkeypatch):
-    import benchmark.ray_executor as rx
+    import benchmark.engine.ray.driver as rx
 
     monkeypatch.setattr(rx, "_check_cuda_build", lambda: None)  # this machine's torch is a CPU build
     pipeline, fake = _fake_gpu_pipeline(monkeypatch, {"CPU": 64.0, "GPU": 8.0}, engine="vllm")
@@ -240,7 +240,7 @@ def test_on_a_gpu_cluster_the_actors_ask_for_their_gpus(monkeypatch):
         [(0.5, ("cuda", 0.5))] + [(1.0, ("cuda", None))] * 5
     assert [(g, args[-2:]) for g, args in by_role["Trainer"]] == [(1.0, ("cuda", "nccl"))] * 2
     assert fake.created[-1][0] == "Evaluator" and by_role["Evaluator"][0][0] == 0.5
-    assert by_role["InferenceWorker"][0][1][1] == "benchmark.vllm_engine:vllm_engine"
+    assert by_role["InferenceWorker"][0][1][1] == "benchmark.rl.vllm_engine:vllm_engine"
     assert sum(g for roles in by_role.values() for g, _ in roles) == 8
     assert pipeline.placement.describe()["backend"] == "nccl"
 
@@ -248,7 +248,7 @@ def test_on_a_gpu_cluster_the_actors_ask_for_their_gpus(monkeypatch):
 def test_a_gpu_cluster_with_a_cpu_build_of_torch_or_too_few_gpus_says_what_to_do(monkeypatch):
     import torch
 
-    from benchmark.ray_executor import RunError
+    from benchmark.engine.ray.driver import RunError
 
     if torch.version.cuda is None:
         with pytest.raises(RunError, match="CPU build.*--ray-gpus-per-actor 0"):
@@ -264,8 +264,8 @@ def test_a_gpu_cluster_with_a_cpu_build_of_torch_or_too_few_gpus_says_what_to_do
 def test_an_engine_factory_that_takes_gpu_fraction_is_told_its_share(monkeypatch):
     import types
 
-    from benchmark import vllm_engine
-    from benchmark.ray_executor import make_engine
+    from benchmark.engine.ray.driver import make_engine
+    from benchmark.rl import vllm_engine
 
     calls = []
     engines = types.ModuleType("fake_engines")

@@ -7,9 +7,9 @@ import pytest
 from conftest import small_workload
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from benchmark.pipeline import Pipeline, derive_seed
+from benchmark.engine.pipeline import Pipeline, derive_seed
+from benchmark.engine.sandbox import IsolatedStrategy
 from benchmark.runner import RunSpec, run
-from benchmark.sandbox import IsolatedStrategy
 from benchmark.strategy import StrategyFailure, build_strategy
 from benchmark.tracking import find_runs
 

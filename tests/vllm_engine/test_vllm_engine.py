@@ -11,9 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchmark.generation import HFEngine
-from benchmark.tiny_lm import build_char_tokenizer, build_tiny_model, count_parameters
-from benchmark.vllm_engine import VLLMEngine
+from benchmark.rl.generation import HFEngine
+from benchmark.rl.tiny_lm import build_char_tokenizer, build_tiny_model, count_parameters
+from benchmark.rl.vllm_engine import VLLMEngine
 
 PROMPTS = ["12+34=", "7+8=", "305+96="]
 MAX_NEW = 12
@@ -115,7 +115,7 @@ def test_weight_sync_in_place_changes_outputs_and_version(engine, model, tokeniz
 
 def test_measure_mu_through_the_vllm_engine():
     """`replaybench measure-mu --engine vllm`: an engine started from the in-memory start model, then closed."""
-    from benchmark.measure_mu import measure
+    from benchmark.engine.measure_mu import measure
     from benchmark.workload import load_workload
 
     workload = load_workload("arith-tiny", {"grpo.batch_size": 16, "grpo.group_size": 4})

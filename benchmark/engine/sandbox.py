@@ -35,9 +35,9 @@ from types import MappingProxyType
 
 import numpy as np
 
+from benchmark.paths import REPO_ROOT
 from benchmark.strategy import ReplayStrategy, StrategyContext, StrategyFailure
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 # Limits of official runs; REPLAYBENCH_STRATEGY_TIMEOUT / REPLAYBENCH_STRATEGY_MEMORY_MB change them.
 DEFAULT_CALL_TIMEOUT = 10.0  # seconds per call
 DEFAULT_MEMORY_MB = 2048
@@ -162,7 +162,7 @@ class IsolatedStrategy(ReplayStrategy):
         memory_mb = memory_mb or int(os.environ.get("REPLAYBENCH_STRATEGY_MEMORY_MB", DEFAULT_MEMORY_MB))
         self.sandbox = tempfile.TemporaryDirectory(prefix="replaybench-strategy-")
         self.conn, child = multiprocessing.Pipe()
-        code = ("import sys; from benchmark.sandbox import serve; "
+        code = ("import sys; from benchmark.engine.sandbox import serve; "
                 f"serve({child.fileno()}, {str(Path(strategy_path).resolve())!r}, {params!r}, {defaults or {}!r}, "
                 f"{rng_seed}, "
                 f"{memory_mb}, {self.sandbox.name!r})")

@@ -31,13 +31,13 @@ from types import MappingProxyType
 import numpy as np
 import torch
 
-from benchmark.evaluation import evaluate
-from benchmark.generation import HFEngine
-from benchmark.grpo import GRPOTrainer, LossConfig, group_advantages
-from benchmark.prompts import PromptFormat, identity
+from benchmark.grading.evaluation import evaluate
+from benchmark.grading.prompts import PromptFormat, identity
+from benchmark.grading.tasks import Task
+from benchmark.rl.generation import HFEngine
+from benchmark.rl.grpo import GRPOTrainer, LossConfig, group_advantages
 from benchmark.rollout import Rollout
 from benchmark.strategy import Batch, ReplayStrategy, StrategyContext, StrategyFailure
-from benchmark.tasks import Task
 from benchmark.workload import Workload
 
 GENERATION_DONE, TRAIN_DONE, POOL_DONE = 0, 1, 2  # at equal times, arrivals are handled before step ends
@@ -63,12 +63,12 @@ class PendingGroup:
     """A generation in flight: computed when it started, handed over when it finishes."""
 
     prompt_id: str
-    completions: list  # benchmark.generation.Completion
+    completions: list  # benchmark.rl.generation.Completion
     rewards: list[float]
     policy_version: int
 
 
-# ---- pieces shared with the Ray executor (benchmark/ray_executor.py) ------------------------
+# ---- pieces shared with the Ray executor (benchmark/engine/ray/driver.py) ------------------------
 def build_trainer(model, pad_id: int, g) -> GRPOTrainer:
     """The GRPO trainer with the workload's settings (g: its GRPOConfig)."""
     return GRPOTrainer(

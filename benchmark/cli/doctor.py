@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from benchmark.paths import REPO_ROOT
+
 PROBE_TIMEOUT = 3.0  # seconds to reach a tracking server
 VERSION_TIMEOUT = 30.0  # seconds for `lean --version` / `lake --version` (elan may first resolve a toolchain)
 
@@ -113,7 +114,7 @@ def _run_version(command: list[str], cwd: Path | None = None) -> str:
 
 
 def check_lean() -> Finding:
-    from benchmark import lean
+    from benchmark.grading import lean
 
     lake = lean.find_lake()
     project = os.environ.get(lean.PROJECT_ENV)

@@ -14,9 +14,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
+from benchmark.paths import REPO_ROOT
 from benchmark.workload import Workload
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class PolicyError(Exception):
@@ -60,7 +59,7 @@ def load_pretrained(source: str, dtype: str = "float32"):
 
     An unreachable hub fails at once with a PolicyError naming the fix, instead of transformers'
     retries."""
-    from benchmark.tasks import _hub_reachable
+    from benchmark.grading.tasks import _hub_reachable
 
     local = Path(source).exists()
     if not local:

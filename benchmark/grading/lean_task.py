@@ -3,14 +3,14 @@ their lm-eval `utils.py` files expose.
 
 The prompt is the checkable statement, `header + informal_prefix + formal_statement`, ending in `:= by`;
 the completion is the proof that continues it. The gold is that same statement: the verifier
-(benchmark.lean) checks `gold + completion` with Lean.
+(benchmark.grading.lean) checks `gold + completion` with Lean.
 """
 
 from __future__ import annotations
 
 import re
 
-from benchmark.lean import check, check_concurrently, split_header
+from benchmark.grading.lean import check, check_concurrently, split_header
 
 _TRAILING_SORRY = re.compile(r"\s*sorry\s*$")
 

@@ -23,16 +23,17 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from math_verify import parse, verify
+
+from benchmark.paths import REPO_ROOT
 
 DEFAULT_TIMEOUT = 5.0  # seconds per (gold, completion) pair
 STARTUP_TIMEOUT = 120.0  # seconds for a new worker process to import math-verify (not part of any pair's limit)
 
 # Workers import this package even where it is on sys.path but not installed.
 _WORKER_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
-    p for p in (str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")) if p)}
+    p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)}
 
 # Reasons a verdict gives.
 CORRECT, WRONG, NO_ANSWER, NO_GOLD, TIMEOUT, ERROR = "correct", "wrong", "no_answer", "no_gold", "timeout", "error"
@@ -122,7 +123,7 @@ class _Worker:
 
     def __init__(self):
         self.conn, child = multiprocessing.Pipe()
-        code = f"from multiprocessing.connection import Connection; from benchmark.verifiers import _serve; " \
+        code = f"from multiprocessing.connection import Connection; from benchmark.grading.verifiers import _serve; " \
                f"_serve(Connection({child.fileno()}))"
         self.process = subprocess.Popen([sys.executable, "-c", code], pass_fds=[child.fileno()],
                                         stdin=subprocess.DEVNULL, env=_WORKER_ENV)

@@ -3,7 +3,7 @@ their lm-eval `utils.py` files expose."""
 
 from pathlib import Path
 
-from benchmark.verifiers import grade, last_boxed
+from benchmark.grading.verifiers import grade, last_boxed
 
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 

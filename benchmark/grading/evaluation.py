@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from math import comb
 from typing import Callable
 
-from benchmark.generation import GenerationEngine
-from benchmark.prompts import identity
-from benchmark.tasks import Task
+from benchmark.grading.prompts import identity
+from benchmark.grading.tasks import Task
+from benchmark.rl.generation import GenerationEngine
 
 EVAL_BATCH = 256  # prompts per generate call in the pipeline's evaluations
 

@@ -14,15 +14,15 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from benchmark.generation import EngineError
-from benchmark.policy import PolicyError
+from benchmark.grading.tasks import TaskError
+from benchmark.paths import REPO_ROOT
+from benchmark.rl.generation import EngineError
+from benchmark.rl.policy import PolicyError
 from benchmark.runner import RunError, RunSpec, run, set_threads
 from benchmark.strategy import StrategyError
 from benchmark.submission import SubmissionError
-from benchmark.tasks import TaskError
 from benchmark.workload import WorkloadError, list_workloads, load_workload, split_overrides
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 USER_ERRORS = (WorkloadError, StrategyError, TaskError, PolicyError, RunError, SubmissionError, EngineError)
 console = Console(stderr=True)
 
@@ -58,7 +58,7 @@ def cmd_run(args) -> int:
                    executor=args.executor)
     ray_options = None
     if args.ray_pace or args.ray_engine != "hf" or args.ray_gpus_per_actor is not None:
-        from benchmark.ray_executor import RayOptions
+        from benchmark.engine.ray.driver import RayOptions
 
         ray_options = RayOptions(pace=args.ray_pace, engine=args.ray_engine, gpus_per_actor=args.ray_gpus_per_actor)
     summary = _run_with_progress(spec, resume=args.resume, summary_json=args.summary_json, ray_options=ray_options)
@@ -153,9 +153,9 @@ def cmd_workloads(args) -> int:
 
 
 def cmd_warmstart(args) -> int:
-    from benchmark.policy import checkpoint_dir
-    from benchmark.tasks import load_task
-    from benchmark.warmstart import warm_start
+    from benchmark.grading.tasks import load_task
+    from benchmark.rl.policy import checkpoint_dir
+    from benchmark.rl.warmstart import warm_start
 
     workload, _ = _workload(args)
     set_threads()
@@ -170,7 +170,7 @@ def cmd_warmstart(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from benchmark.grading import GradingError, grade_file
+    from benchmark.grading.grade_file import GradingError, grade_file
 
     try:
         s = grade_file(args.task, args.file, args.out, timeout=args.timeout, workers=args.workers)
@@ -183,13 +183,13 @@ def cmd_grade(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from benchmark.doctor import run_doctor
+    from benchmark.cli.doctor import run_doctor
 
     return run_doctor()
 
 
 def cmd_measure_mu(args) -> int:
-    from benchmark.measure_mu import run_cli
+    from benchmark.engine.measure_mu import run_cli
 
     return run_cli(args, console)
 
@@ -282,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "run at the workload's relative speeds (mu) on hardware whose own mu differs")
     p.add_argument("--ray-engine", default="hf", metavar="NAME",
                    help="with --executor ray: the workers' engine, hf (transformers), vllm or module:factory "
-                        "(vllm is benchmark.vllm_engine:vllm_engine)")
+                        "(vllm is benchmark.rl.vllm_engine:vllm_engine)")
     p.add_argument("--ray-gpus-per-actor", type=float, metavar="F",
                    help="with --executor ray: GPUs of each worker and trainer actor (default: 1 when the Ray "
                         "cluster has GPUs, else 0 = CPUs only; 0.5 puts two actors on each GPU)")
@@ -314,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=2, help="grading processes")
     p.set_defaults(func=cmd_grade)
 
-    from benchmark import eval_cli
+    from benchmark.cli import eval as eval_cli
 
     p = sub.add_parser("eval", help="pass@k of a model (local folder or hub id) on a task, recorded in MLflow")
     eval_cli.add_arguments(p)

@@ -12,11 +12,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchmark.evaluation import evaluate
-from benchmark.generation import HFEngine
-from benchmark.policy import weights_hash
-from benchmark.tasks import Task
-from benchmark.tiny_lm import build_char_tokenizer, build_tiny_model, count_parameters
+from benchmark.grading.evaluation import evaluate
+from benchmark.grading.tasks import Task
+from benchmark.rl.generation import HFEngine
+from benchmark.rl.policy import weights_hash
+from benchmark.rl.tiny_lm import build_char_tokenizer, build_tiny_model, count_parameters
 from benchmark.workload import Workload
 
 

@@ -1,8 +1,8 @@
 """Generation engines: sample completions with the behaviour policy's per-token log-probs.
 
 The pipeline only talks to `GenerationEngine`; `HFEngine` (transformers `generate`) is the CPU
-default; `VLLMEngine` (`benchmark/vllm_engine.py`, the `gpu` extra) sits behind the same interface.
-Both load new weights through `benchmark.weight_sync`.
+default; `VLLMEngine` (`benchmark/rl/vllm_engine.py`, the `gpu` extra) sits behind the same interface.
+Both load new weights through `benchmark.rl.weight_sync`.
 
 Both sample from exactly softmax(logits / T) (or greedily) and return the log-probs of that
 distribution, which is what the trainer recomputes. Nothing of a checkpoint's own generation
@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from transformers import GenerationConfig
 
-from benchmark.weight_sync import engine_weights, load_into_model
+from benchmark.rl.weight_sync import engine_weights, load_into_model
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The distributed executor (`--executor ray`): the asynchronous GRPO pipeline on real Ray actors.
 
-The same run as `benchmark/pipeline.py`, with real asynchrony instead of virtual time:
+The same run as `benchmark/engine/pipeline.py`, with real asynchrony instead of virtual time:
 
 - W inference actors, each with its own generation engine (`engine`: the transformers engine by
   default), generate a group of G completions per prompt of the training stream, score them and
@@ -17,7 +17,7 @@ The same run as `benchmark/pipeline.py`, with real asynchrony instead of virtual
 - An evaluator actor runs the pipeline's evaluation on the trainers' weights at the same compute
   checkpoints; evaluation is not charged and does not pause the run.
 
-Placement (`benchmark/ray_placement.py`). On a cluster with GPUs each worker and trainer holds one
+Placement (`benchmark/engine/ray/placement.py`). On a cluster with GPUs each worker and trainer holds one
 GPU (or `gpus_per_actor` of one), the trainers all-reduce with NCCL, the evaluator takes a free GPU
 or shares worker 0's; the strategy actor and the driver stay on CPUs. Without GPUs every actor gets
 an equal share of the CPUs and the trainers all-reduce with gloo.
@@ -51,7 +51,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from benchmark.pipeline import (
+from benchmark.engine.pipeline import (
     PendingGroup,
     build_rollouts,
     build_trainer,
@@ -67,7 +67,7 @@ from benchmark.pipeline import (
     stream_doc,
     train_step_metrics,
 )
-from benchmark.ray_placement import ActorResources, PlacementError, engine_gpu_fraction, plan_placement
+from benchmark.engine.ray.placement import ActorResources, PlacementError, engine_gpu_fraction, plan_placement
 from benchmark.runner import RunError, set_threads
 from benchmark.strategy import StrategyContext, StrategyError
 from benchmark.workload import Workload
@@ -92,7 +92,7 @@ class RayOptions:
     callable (model, tokenizer) -> GenerationEngine; the model comes on the CPU and the factory
     places its engine itself; one that accepts a `gpu_fraction` keyword is told the share of its
     GPU it may fill when the actor holds only part of one. gpus_per_actor: the GPUs of each worker
-    and trainer; None: 1 when the cluster has GPUs, else none (see benchmark/ray_placement.py)."""
+    and trainer; None: 1 when the cluster has GPUs, else none (see benchmark/engine/ray/placement.py)."""
 
     address: str | None = None
     num_cpus: float | None = None
@@ -108,7 +108,7 @@ class RayOptions:
         self.engine = resolve_engine(self.engine)  # a mistyped engine fails here, before anything starts
 
 
-ENGINE_ALIASES = {"vllm": "benchmark.vllm_engine:vllm_engine"}
+ENGINE_ALIASES = {"vllm": "benchmark.rl.vllm_engine:vllm_engine"}
 
 
 def resolve_engine(name: str) -> str:
@@ -118,7 +118,7 @@ def resolve_engine(name: str) -> str:
     module, colon, factory = name.partition(":")
     if name != "hf" and not (colon and module and factory.isidentifier()):
         raise RunError(f"unknown --ray-engine {name!r}: use hf, vllm or module:factory "
-                       "(e.g. benchmark.vllm_engine:vllm_engine)")
+                       "(e.g. benchmark.rl.vllm_engine:vllm_engine)")
     return name
 
 
@@ -127,7 +127,7 @@ def make_engine(name: str, model, tokenizer, device: str = "cpu", gpu_fraction: 
     the actor holds when it holds only part of one."""
     name = resolve_engine(name)
     if name == "hf":
-        from benchmark.generation import HFEngine
+        from benchmark.rl.generation import HFEngine
 
         return HFEngine(model.to(device), tokenizer)
     module, _, factory_name = name.partition(":")
@@ -156,8 +156,8 @@ def cpu_state_dict(model) -> dict:
 # ---- the actors (plain classes; `ray.remote` wraps them at start) ----------------------------
 class InferenceWorker:
     def __init__(self, workload: Workload, engine: str, device: str = "cpu", gpu_fraction: float | None = None):
-        from benchmark.policy import load_start_policy
-        from benchmark.prompts import PromptFormat
+        from benchmark.grading.prompts import PromptFormat
+        from benchmark.rl.policy import load_start_policy
 
         _setup_process(device)
         self.w = workload
@@ -193,7 +193,7 @@ class Trainer:
     """One data-parallel rank: its own model copy and optimiser, gradients averaged by DDP."""
 
     def __init__(self, workload: Workload, rank: int, world_size: int, device: str = "cpu", backend: str = "gloo"):
-        from benchmark.policy import load_start_policy
+        from benchmark.rl.policy import load_start_policy
 
         _setup_process(device)
         self.w, self.rank, self.world_size, self.device, self.backend = workload, rank, world_size, device, backend
@@ -248,7 +248,7 @@ class Trainer:
         return self.steps, cpu_state_dict(self.model)
 
     def weights_sha256(self) -> str:
-        from benchmark.policy import weights_hash
+        from benchmark.rl.policy import weights_hash
 
         return weights_hash(self.model)
 
@@ -261,7 +261,7 @@ class StrategyHost:
         self.w, self.path, self.params, self.isolated, self.seed = workload, strategy_path, params, isolated, seed
 
     def setup(self) -> None:
-        from benchmark.sandbox import IsolatedStrategy
+        from benchmark.engine.sandbox import IsolatedStrategy
         from benchmark.strategy import build_strategy
 
         _setup_process()
@@ -342,8 +342,8 @@ class StrategyHost:
 class Evaluator:
     def __init__(self, workload: Workload, engine: str, seed: int, device: str = "cpu",
                  gpu_fraction: float | None = None):
-        from benchmark.policy import load_start_policy
-        from benchmark.prompts import PromptFormat
+        from benchmark.grading.prompts import PromptFormat
+        from benchmark.rl.policy import load_start_policy
 
         _setup_process(device)
         self.w, self.seed = workload, seed

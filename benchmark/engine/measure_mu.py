@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from benchmark.pipeline import PendingGroup, build_rollouts, build_trainer, derive_seed, stream_doc
+from benchmark.engine.pipeline import PendingGroup, build_rollouts, build_trainer, derive_seed, stream_doc
 from benchmark.workload import Workload, WorkloadError, load_workload, workload_path
 
 ENGINES = ("hf", "vllm")
@@ -73,18 +73,18 @@ def device_name() -> str:
 
 def _engine(kind: str, model, tokenizer, device: str):
     if kind == "vllm":
-        from benchmark.vllm_engine import VLLMEngine
+        from benchmark.rl.vllm_engine import VLLMEngine
 
         return VLLMEngine.from_model(model, tokenizer)  # from the CPU copy; closed before training starts
-    from benchmark.generation import HFEngine
+    from benchmark.rl.generation import HFEngine
 
     return HFEngine(model.to(device), tokenizer)  # generation leaves the weights as they are: no copy
 
 
 def measure(workload: Workload, engine: str = "hf", repeats: int = 5, log=print) -> MuMeasurement:
     """Time generation and training of workload-sized batches with the workload's start model."""
-    from benchmark.policy import load_start_policy
-    from benchmark.prompts import PromptFormat
+    from benchmark.grading.prompts import PromptFormat
+    from benchmark.rl.policy import load_start_policy
     from benchmark.runner import set_threads
 
     if engine not in ENGINES:

@@ -10,9 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-from benchmark import lean
-from benchmark.tasks import Task, TaskError, load_task
-from benchmark.verifiers import DEFAULT_TIMEOUT, TIMEOUT, grade_many
+from benchmark.grading import lean
+from benchmark.grading.tasks import Task, TaskError, load_task
+from benchmark.grading.verifiers import DEFAULT_TIMEOUT, TIMEOUT, grade_many
 
 # metadata.verifier of a task YAML -> a batch grader: (pairs, timeout, workers) -> verdicts
 VERIFIERS = {"math": grade_many, "lean": lean.check_many}

@@ -6,8 +6,8 @@ The protocol is the paper's: n completions per problem, pass@1 from samples at t
 one greedy sample with --greedy), pass@k for k > 1 from samples at temperature 1.0, each averaged
 over problems with the unbiased estimator; grading is the task's reward (for the math tasks,
 math-verify on the last \\boxed{}). The sampling and scoring code is the pipeline's in-loop
-evaluation's (`benchmark.evaluation`). Prompts go through the model's chat template when it has one
-(`benchmark.prompts`).
+evaluation's (`benchmark.grading.evaluation`). Prompts go through the model's chat template when it has one
+(`benchmark.grading.prompts`).
 
 MLflow: one run in the experiment `eval/<task>` with params (model, task and its version, split, n,
 k, temperatures, limit, ...), metrics `pass_at_<k>`, and the artifact `completions.jsonl` (one line per
@@ -64,7 +64,7 @@ def parse_ks(text: str, n: int) -> list[int]:
 
 
 def cmd_eval(args) -> int:
-    from benchmark.prompts import PromptError
+    from benchmark.grading.prompts import PromptError
 
     try:
         run_eval(args)
@@ -78,12 +78,12 @@ def run_eval(args) -> dict:
     """Evaluate, record in MLflow, print the table; returns {"metrics", "params", "mlflow_run_id"}."""
     import torch
 
-    from benchmark.evaluation import pass_at_ks
-    from benchmark.generation import HFEngine
-    from benchmark.policy import load_pretrained
-    from benchmark.prompts import PromptFormat
+    from benchmark.grading.evaluation import pass_at_ks
+    from benchmark.grading.prompts import PromptFormat
+    from benchmark.grading.tasks import load_task
+    from benchmark.rl.generation import HFEngine
+    from benchmark.rl.policy import load_pretrained
     from benchmark.runner import set_threads
-    from benchmark.tasks import load_task
     from benchmark.tracking import TAG, RunRecorder, code_version
 
     if args.n < 1 or args.batch_size < 1 or (args.limit is not None and args.limit < 1):

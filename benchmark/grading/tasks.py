@@ -38,7 +38,8 @@ from urllib.parse import urlparse
 
 import yaml
 
-TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
+from benchmark.paths import TASKS_DIR
+
 HELDOUT = "heldout"
 HELDOUT_MAX_FRACTION = 0.2  # a held-out set never takes more than this share of the training data
 HUB_PROBE_TIMEOUT = 3.0  # seconds to wait for a connection to the Hugging Face Hub before giving up
@@ -107,7 +108,7 @@ class Task:
     def require_verifier(self) -> None:
         """Raise a TaskError naming what to install if this task's verifier cannot run here (Lean for miniF2F)."""
         if (self.config.get("metadata") or {}).get("verifier") == "lean":
-            from benchmark.lean import lean_setup, lean_workers
+            from benchmark.grading.lean import lean_setup, lean_workers
 
             lean_setup()
             lean_workers()

@@ -8,23 +8,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
-from benchmark.engine.pipeline import Pipeline, derive_seed
-from benchmark.engine.sandbox import IsolatedStrategy
+from benchmark.engine.executor import RunError, executor_class
+from benchmark.engine.ledger import StrategySpec
 from benchmark.grading.tasks import load_task
-from benchmark.rl.policy import load_start_policy
-from benchmark.strategy import StrategyError, StrategyFailure, build_strategy, file_sha256, load_strategy_class
+from benchmark.rl.policy import set_threads
+from benchmark.strategy import StrategyError, StrategyFailure, file_sha256, load_strategy_class
 from benchmark.tracking import REPO_ROOT, RUNS_DIR, TAG, RunRecorder, code_version
 from benchmark.workload import Workload
 
-
-class RunError(Exception):
-    """A run that cannot start or continue; the message names the fix."""
+__all__ = ["RunError", "RunSpec", "run"]
 
 
 @dataclass
@@ -44,10 +39,7 @@ class RunSpec:
                 raise StrategyError(f"strategy file not found: {self.strategy_path}")
         else:
             load_strategy_class(self.strategy_path)  # fail before any model is loaded, with a clear message
-        if self.executor == "ray":
-            from benchmark.engine.ray.driver import require_ray
-
-            require_ray()  # without the distributed extra: one clear message, before anything loads
+        executor_class(self.executor)  # unknown, or not installed: one clear message before anything loads
 
     @property
     def strategy_name(self) -> str:
@@ -71,68 +63,59 @@ class RunSpec:
         config.pop("seed")
         return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
+    def strategy_spec(self) -> StrategySpec:
+        return StrategySpec(self.strategy_path, dict(self.strategy_params), self.workload.strategy_defaults,
+                            self.isolated)
+
     def run_key(self) -> str:
         return f"{self.workload.name}-{self.strategy_name}-{self.group_key()}-seed{self.seed}"
 
 
-def set_threads() -> None:
-    # A fixed thread count keeps CPU kernels' reduction order, hence the metrics, reproducible
-    # on one machine. Tiny models gain little from more threads, and oversubscribed cores lose a lot.
-    torch.set_num_threads(int(os.environ.get("REPLAYBENCH_THREADS", "1")))
-
-
 def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, progress=None,
-        stop_after_evals: int | None = None, ray_options=None) -> dict:
-    """Execute (or continue) a run and return its summary. progress(pipeline) is called as it goes.
+        stop_after_evals: int | None = None, executor_options=None) -> dict:
+    """Execute (or continue) a run and return its summary. progress(executor) is called as it goes.
 
-    stop_after_evals: stop (without finishing the MLflow run) after that many evaluations; for tests
-    of interruption and resume. ray_options: a benchmark.engine.ray.driver.RayOptions, for executor "ray".
+    stop_after_evals: stop (without finishing the MLflow run) after that many evaluations, as a kill
+    would. executor_options: e.g. a benchmark.engine.ray.options.RayOptions for executor "ray".
     """
     set_threads()
-    on_ray = spec.executor == "ray"
-    if on_ray:
-        from benchmark.engine.ray.driver import EXPERIMENT_PREFIX, RayPipeline, require_ray
-
-        require_ray()  # without the extra: one clear message before anything loads
-        if resume:
-            raise RunError("--resume works with the virtual-time executor only: the Ray executor keeps no checkpoints")
-    elif spec.executor != "sim":
-        raise RunError(f"unknown executor {spec.executor!r}: use sim or ray")
     w = spec.workload
-    # Ray runs go to their own MLflow experiment, which the leaderboard does not score.
-    experiment = f"{EXPERIMENT_PREFIX}/{w.name}" if on_ray else None
+    executor_cls = executor_class(spec.executor)
+    if resume and not executor_cls.resumable:
+        raise RunError(f"--resume works with resumable executors only: the {spec.executor} executor keeps no "
+                       "checkpoints")
     config = spec.resolved_config()
     task = w.load_task()
     # every task the run reads, with its version: the training task and the evaluated ones
     task_versions = {name: task.version if name == task.name else load_task(name).version
                      for name in dict.fromkeys([w.task] + [name for name, _ in w.eval_targets()])}
     task.require_verifier()  # e.g. no Lean for miniF2F: one clear error before anything starts
-    model, tokenizer, start_info = load_start_policy(w)
+    executor = executor_cls(w, task, spec.seed, executor_options)
+    try:
+        return _drive(spec, executor, config, task, task_versions, resume, summary_json, progress, stop_after_evals)
+    finally:
+        executor.close()
+
+
+def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, resume: bool, summary_json,
+           progress, stop_after_evals) -> dict:
+    w = spec.workload
+    experiment = executor.experiment(w.name)
     tags = {f"{TAG}workload": w.name, f"{TAG}workload_version": w.version, f"{TAG}strategy": spec.strategy_name,
             f"{TAG}group": spec.group_key(), f"{TAG}seed": spec.seed, f"{TAG}status": "running",
             f"{TAG}task_version": task.version, f"{TAG}isolated": spec.isolated, f"{TAG}executor": spec.executor,
             **{f"{TAG}{k}": v for k, v in spec.tags.items()}}
-    params = {**config, "code_version": code_version(), "start_checkpoint_sha256": start_info["weights_sha256"],
+    params = {**config, "code_version": code_version(),
+              "start_checkpoint_sha256": executor.start_info["weights_sha256"],
               "task_version": task.version, "task_versions": task_versions}
-    strategy = None
     try:
-        strategy_params, defaults = spec.strategy_params, w.strategy_defaults  # (params: the MLflow run's)
-        if on_ray:  # the strategy starts in its own actor
-            pipeline = RayPipeline(w, task, spec.seed, spec.strategy_path, strategy_params, isolated=spec.isolated,
-                                   options=ray_options)
-        elif spec.isolated:
-            strategy = IsolatedStrategy(spec.strategy_path, strategy_params,
-                                        rng_seed=derive_seed(spec.seed, "strategy"), defaults=defaults)
-        else:
-            strategy = build_strategy(spec.strategy_path, strategy_params, defaults)
+        executor.open_strategy(spec.strategy_spec())
     except StrategyError as exc:  # a strategy that cannot even start is a failed run, on record
         failed = RunRecorder(w.name, run_name=f"{spec.strategy_name}-seed{spec.seed}",
                              tags={**tags, f"{TAG}status": f"failed: {exc}"[:5000]}, params=params,
                              experiment=experiment)
         failed.finish("FAILED")
         raise
-    if not on_ray:
-        pipeline = Pipeline(w, task, model, tokenizer, strategy, spec.seed)
 
     ckpt_dir = RUNS_DIR / "checkpoints" / spec.run_key()
     ckpt = ckpt_dir / "state.pt"
@@ -140,61 +123,46 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
     if resume:
         if not ckpt.is_file():
             raise RunError(f"nothing to resume for this configuration and seed (no {ckpt}); run without --resume")
-        pipeline.load(ckpt)
+        executor.load(ckpt)
         recorder = RunRecorder(w.name, run_id=json.loads(meta_path.read_text())["mlflow_run_id"])
         # The checkpoint holds the metrics of its evaluation; log them unless they landed before the kill.
-        if recorder.flushed() <= pipeline.flushes:
-            recorder.flush(pipeline.flushes + 1, pipeline.pending_metrics)
-        pipeline.pending_metrics, pipeline.flushes = [], pipeline.flushes + 1
+        last = executor.last_checkpoint
+        if recorder.flushed() < last.index:
+            recorder.flush(last.index, last.metrics)
     else:
         recorder = RunRecorder(w.name, run_name=f"{spec.strategy_name}-seed{spec.seed}", tags=tags, params=params,
                                experiment=experiment)
-        if not on_ray:
+        if executor.resumable:
             ckpt_dir.mkdir(parents=True, exist_ok=True)
             meta_path.write_text(json.dumps({"mlflow_run_id": recorder.run_id}) + "\n")
-        pipeline.start()
-
-    class Stop(Exception):
-        pass
-
-    def on_checkpoint(p: Pipeline) -> None:
-        index = p.flushes + 1
-        p.pending_metrics.extend((f"wall/{k}_seconds", v, p.trainer_step) for k, v in p.wall.items())
-        if not on_ray:
-            p.save(ckpt)  # first the state (with the pending metrics), then MLflow
-        recorder.flush(index, p.pending_metrics)
-        p.pending_metrics, p.flushes = [], index
-        if stop_after_evals is not None and p.evals_done >= stop_after_evals:
-            raise Stop
+        executor.start()
 
     try:
-        pipeline.run(on_checkpoint=on_checkpoint, on_progress=progress)
-    except Stop:
-        return {}
+        for checkpoint in executor.checkpoints(progress):
+            if executor.resumable:
+                executor.save(ckpt)  # first the state (with the checkpoint's metrics), then MLflow
+            recorder.flush(checkpoint.index, checkpoint.metrics)
+            if stop_after_evals is not None and checkpoint.index >= stop_after_evals:
+                return {}
     except Exception as exc:
         verdict = str(exc) if isinstance(exc, StrategyFailure) else f"{type(exc).__name__}: {exc}"
         recorder.set_tags({f"{TAG}status": f"failed: {verdict}"[:5000]})
         recorder.finish("FAILED")
         raise
-    finally:
-        if isinstance(strategy, IsolatedStrategy):
-            strategy.close()
-        if on_ray:
-            pipeline.close()
 
-    if pipeline.trainer_step == 0:
+    if executor.trainer_step == 0:
         reason = (f"the budget ({w.budget:,.0f} units) ended before the first trainer step "
-                  f"(compute used when it ended: {pipeline.compute_used:,.0f}): raise --budget")
+                  f"(compute used when it ended: {executor.compute_used:,.0f}): raise --budget")
         recorder.set_tags({f"{TAG}status": f"failed: {reason}"})
         recorder.finish("FAILED")
         raise RunError(reason)
-    summary = pipeline.summary()
-    summary.update(config=config, start_checkpoint=start_info, mlflow_run_id=recorder.run_id,
+    summary = executor.summary()
+    summary.update(config=config, start_checkpoint=executor.start_info, mlflow_run_id=recorder.run_id,
                    group=spec.group_key(), strategy=spec.strategy_name, workload=w.name, seed=spec.seed)
     recorder.log_json(summary, "summary.json")
     recorder.log_json(config, "config.json")
     recorder.log_text(spec.strategy_path.read_text(), spec.strategy_path.name)
-    recorder.log_json(pipeline.last_samples, "eval_samples.json")
+    recorder.log_json(executor.eval_samples, "eval_samples.json")
     recorder.log_curve_plot(summary["eval_curve"], f"{w.name}: {spec.strategy_name}, seed {spec.seed}")
     recorder.set_tags({f"{TAG}status": "finished", f"{TAG}best_accuracy": summary["best"]["accuracy"]})
     recorder.finish()

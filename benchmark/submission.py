@@ -15,10 +15,9 @@ from pathlib import Path
 import yaml
 
 from benchmark.runner import RunSpec
-from benchmark.workload import Workload, load_workload
+from benchmark.workload import LOSSES, Workload, load_workload
 
 TRACKS = ("buffer", "open")
-LOSSES = ("grpo", "asymre")
 REQUIRED = ("name", "authors", "contact", "description", "strategy", "track", "workers", "trainers")
 OPTIONAL = ("buffer_size", "hyperparameters", "loss")  # the class: the file's one subclass, or STRATEGY = X
 

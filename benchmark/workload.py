@@ -14,6 +14,8 @@ import yaml
 
 from benchmark.paths import WORKLOADS_DIR
 
+LOSSES = ("grpo", "asymre")  # grpo: clipped importance ratio; asymre: asymmetric REINFORCE
+
 
 class WorkloadError(Exception):
     """A workload that cannot be found or does not validate; the message names the fix."""
@@ -122,8 +124,8 @@ class Workload:
             problems.append("grpo.batch_size and grpo.group_size must be positive")
         if self.eval.every <= 0 or self.budget <= 0:
             problems.append("budget and eval.every must be positive: raise --budget")
-        if g.loss not in ("grpo", "asymre"):
-            problems.append(f"grpo.loss must be grpo or asymre, not {g.loss!r}")
+        if g.loss not in LOSSES:
+            problems.append(f"grpo.loss must be one of {', '.join(LOSSES)}, not {g.loss!r}")
         if g.eps_low < 0 or g.eps_high < 0:
             problems.append("grpo.eps_low and grpo.eps_high must be >= 0")
         if not isinstance(g.micro_batch_size, int) or g.micro_batch_size < 0:

@@ -378,7 +378,7 @@ def test_lean_workers_setting(monkeypatch):
     assert lean.lean_workers() == 3
     for bad in ("0", "-2", "four"):
         monkeypatch.setenv(lean.WORKERS_ENV, bad)
-        with pytest.raises(benchmark.grading.tasks.TaskError, match="REPLAYBENCH_LEAN_WORKERS=.*whole number"):
+        with pytest.raises(benchmark.grading.TaskError, match="REPLAYBENCH_LEAN_WORKERS=.*whole number"):
             lean.lean_workers()
 
 

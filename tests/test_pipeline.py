@@ -14,7 +14,8 @@ def make_pipeline(checkpoint, task, strategy, params, seed=0, **overrides):
     w = small_workload(checkpoint, **overrides)
     model = AutoModelForCausalLM.from_pretrained(checkpoint)
     tok = AutoTokenizer.from_pretrained(checkpoint, padding_side="left")
-    p = Pipeline(w, task, model, tok, build_strategy(BASELINES / f"{strategy}.py", params), seed)
+    p = Pipeline(w, task, seed, policy=(model, tok, {}))
+    p.attach(build_strategy(BASELINES / f"{strategy}.py", params))
     p.start()
     return p
 
@@ -49,8 +50,8 @@ def test_same_seed_same_run_and_other_seed_differs(tiny_checkpoint, arith_task):
     runs = []
     for seed in (0, 0, 1):
         p = make_pipeline(tiny_checkpoint, arith_task, "fifo_uniform", {"buffer_size": 32}, seed=seed)
-        p.run()
-        runs.append((p.eval_history, [m for m in p.pending_metrics]))
+        checkpoints = p.run()
+        runs.append((p.eval_history, [m for c in checkpoints for m in c.metrics if not m[0].startswith("wall/")]))
     assert runs[0] == runs[1]
     assert runs[0] != runs[2]
 
@@ -59,17 +60,11 @@ def test_checkpoint_round_trip_continues_identically(tiny_checkpoint, arith_task
     straight = make_pipeline(tiny_checkpoint, arith_task, "fifo_uniform", {"buffer_size": 32})
     straight.run()
 
-    class Stop(Exception):
-        pass
-
-    def stop_at_second(p):
-        if p.evals_done == 2:
-            p.save(tmp_path / "state.pt")
-            raise Stop
-
     first = make_pipeline(tiny_checkpoint, arith_task, "fifo_uniform", {"buffer_size": 32})
-    with pytest.raises(Stop):
-        first.run(on_checkpoint=stop_at_second)
+    for checkpoint in first.checkpoints():
+        if checkpoint.index == 2:
+            first.save(tmp_path / "state.pt")
+            break
     resumed = make_pipeline(tiny_checkpoint, arith_task, "fifo_uniform", {"buffer_size": 32})
     resumed.load(tmp_path / "state.pt")
     resumed.run()

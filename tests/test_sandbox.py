@@ -7,7 +7,8 @@ import pytest
 from conftest import small_workload
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from benchmark.engine.pipeline import Pipeline, derive_seed
+from benchmark.engine.ledger import strategy_seed
+from benchmark.engine.pipeline import Pipeline
 from benchmark.engine.sandbox import IsolatedStrategy
 from benchmark.runner import RunSpec, run
 from benchmark.strategy import StrategyFailure, build_strategy
@@ -28,15 +29,17 @@ def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, ari
         model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
         tok = AutoTokenizer.from_pretrained(tiny_checkpoint, padding_side="left")
         path = REPO / "baselines" / f"{name}.py"
-        strategy = (IsolatedStrategy(path, params, rng_seed=derive_seed(0, "strategy")) if isolated
+        strategy = (IsolatedStrategy(path, params, rng_seed=strategy_seed(0)) if isolated
                     else build_strategy(path, params))
-        p = Pipeline(w, arith_task, model, tok, strategy, seed=0)
+        p = Pipeline(w, arith_task, seed=0, policy=(model, tok, {}))
+        p.attach(strategy)
         p.start()
         p.run()
-        histories.append((p.eval_history, p.trainer_step, p.use_count))
+        use_count = p.strategy_usage()["use_count"]
+        histories.append((p.eval_history, p.trainer_step, use_count))
         if isolated:
             state = strategy.state_dict()
-            assert state["box"]["use_count"] == p.use_count  # the box's mirror kept up
+            assert state["box"]["use_count"] == use_count  # the box's mirror kept up
             strategy.close()
     assert histories[0] == histories[1]
 

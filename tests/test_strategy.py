@@ -177,12 +177,12 @@ def test_rlep_mixes_each_fresh_group_with_replayed_successes_of_its_prompt():
 
 
 def test_engine_recomputes_advantages_over_the_mixed_group():
-    from benchmark.engine.pipeline import Pipeline
+    from benchmark.engine.ledger import regrouped
     from benchmark.rl.grpo import group_advantages
 
     fresh = [Rollout(i, 1, "p", (1,), (2,), (-1.0,), float(i == 0), i == 0, 9.0, 1, 1, 0.0) for i in range(4)]
     replayed = [Rollout(100 + i, 0, "p", (1,), (2,), (-1.0,), 1.0, True, 9.0, 0, 0, 0.0) for i in range(2)]
-    mixed = Pipeline._regrouped(fresh + replayed, [[0, 1, 2, 3, 4, 5]])
+    mixed = regrouped(fresh + replayed, [[0, 1, 2, 3, 4, 5]])
     expected = group_advantages([1.0, 0.0, 0.0, 0.0, 1.0, 1.0])
     assert [r.advantage for r in mixed] == pytest.approx(expected)
     assert all(r.group_reward_mean == pytest.approx(0.5) for r in mixed)

@@ -17,8 +17,8 @@ from rich.table import Table
 from benchmark.grading.tasks import TaskError
 from benchmark.paths import REPO_ROOT
 from benchmark.rl.generation import EngineError
-from benchmark.rl.policy import PolicyError
-from benchmark.runner import RunError, RunSpec, run, set_threads
+from benchmark.rl.policy import PolicyError, set_threads
+from benchmark.runner import RunError, RunSpec, run
 from benchmark.strategy import StrategyError
 from benchmark.submission import SubmissionError
 from benchmark.workload import WorkloadError, list_workloads, load_workload, split_overrides
@@ -38,7 +38,7 @@ def _workload(args):
 
 
 def _run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, label: str = "",
-                       ray_options=None) -> dict:
+                       executor_options=None) -> dict:
     budget = spec.workload.budget
     columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"), TimeElapsedColumn()]
     with Progress(*columns, console=console, transient=False) as bar:
@@ -49,19 +49,19 @@ def _run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, l
             bar.update(job, completed=min(p.compute_used, budget),
                        status=f"{p.compute_used / budget:4.0%} of budget  step {p.trainer_step}  acc {acc:.3f}")
 
-        return run(spec, resume=resume, summary_json=summary_json, progress=progress, ray_options=ray_options)
+        return run(spec, resume=resume, summary_json=summary_json, progress=progress, executor_options=executor_options)
 
 
 def cmd_run(args) -> int:
     workload, strategy_params = _workload(args)
     spec = RunSpec(workload, Path(args.strategy), strategy_params, args.seed, isolated=args.isolate,
                    executor=args.executor)
-    ray_options = None
+    options = None
     if args.ray_pace or args.ray_engine != "hf" or args.ray_gpus_per_actor is not None:
-        from benchmark.engine.ray.driver import RayOptions
+        from benchmark.engine.ray.options import RayOptions
 
-        ray_options = RayOptions(pace=args.ray_pace, engine=args.ray_engine, gpus_per_actor=args.ray_gpus_per_actor)
-    summary = _run_with_progress(spec, resume=args.resume, summary_json=args.summary_json, ray_options=ray_options)
+        options = RayOptions(pace=args.ray_pace, engine=args.ray_engine, gpus_per_actor=args.ray_gpus_per_actor)
+    summary = _run_with_progress(spec, resume=args.resume, summary_json=args.summary_json, executor_options=options)
     console.print(
         f"[bold]{spec.strategy_name}[/] seed {spec.seed}: start {summary['start_accuracy']:.3f} -> "
         f"best {summary['best']['accuracy']:.3f} at compute {summary['best']['compute']:,.0f}, "

@@ -82,8 +82,7 @@ def run_eval(args) -> dict:
     from benchmark.grading.prompts import PromptFormat
     from benchmark.grading.tasks import load_task
     from benchmark.rl.generation import HFEngine
-    from benchmark.rl.policy import load_pretrained
-    from benchmark.runner import set_threads
+    from benchmark.rl.policy import load_pretrained, set_threads
     from benchmark.tracking import TAG, RunRecorder, code_version
 
     if args.n < 1 or args.batch_size < 1 or (args.limit is not None and args.limit < 1):

@@ -29,7 +29,9 @@ from pathlib import Path
 
 import torch
 
-from benchmark.engine.pipeline import PendingGroup, build_rollouts, build_trainer, derive_seed, stream_doc
+from benchmark.engine.ledger import PendingGroup, build_rollouts
+from benchmark.engine.stream import derive_seed, doc_id, stream_doc
+from benchmark.rl.grpo import GRPOTrainer
 from benchmark.workload import Workload, WorkloadError, load_workload, workload_path
 
 ENGINES = ("hf", "vllm")
@@ -84,8 +86,7 @@ def _engine(kind: str, model, tokenizer, device: str):
 def measure(workload: Workload, engine: str = "hf", repeats: int = 5, log=print) -> MuMeasurement:
     """Time generation and training of workload-sized batches with the workload's start model."""
     from benchmark.grading.prompts import PromptFormat
-    from benchmark.rl.policy import load_start_policy
-    from benchmark.runner import set_threads
+    from benchmark.rl.policy import load_start_policy, set_threads
 
     if engine not in ENGINES:
         raise WorkloadError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
@@ -115,7 +116,7 @@ def measure(workload: Workload, engine: str = "hf", repeats: int = 5, log=print)
         seconds = time.perf_counter() - start
         rollouts = []
         for doc, completions in zip(chosen, groups):
-            group = PendingGroup(str(doc["id"]), completions, task.score_many(doc, [c.text for c in completions]), 0)
+            group = PendingGroup(doc_id(doc), completions, task.score_many(doc, [c.text for c in completions]), 0)
             rollouts += build_rollouts(group, len(rollouts), 0, 0, 0.0)
         batches.append(rollouts)
         if repeat >= 0:
@@ -127,7 +128,7 @@ def measure(workload: Workload, engine: str = "hf", repeats: int = 5, log=print)
         gen.close()
     del gen
 
-    trainer = build_trainer(model.to(device), tokenizer.pad_token_id, g)
+    trainer = GRPOTrainer.from_config(model.to(device), tokenizer.pad_token_id, g)
     for repeat, rollouts in enumerate(batches, start=-1):
         _sync()
         start = time.perf_counter()

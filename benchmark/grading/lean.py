@@ -44,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmark.grading.tasks import TaskError
+from benchmark.grading import TaskError
 
 DEFAULT_TIMEOUT = 300.0  # seconds per proof (DeepSeek-Prover's checker also allows minutes, not seconds)
 DEFAULT_MEMORY_GB = 32.0  # address space per Lean process

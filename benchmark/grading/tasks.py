@@ -38,15 +38,12 @@ from urllib.parse import urlparse
 
 import yaml
 
+from benchmark.grading import TaskError
 from benchmark.paths import TASKS_DIR
 
 HELDOUT = "heldout"
 HELDOUT_MAX_FRACTION = 0.2  # a held-out set never takes more than this share of the training data
 HUB_PROBE_TIMEOUT = 3.0  # seconds to wait for a connection to the Hugging Face Hub before giving up
-
-
-class TaskError(Exception):
-    """A task that cannot be found or loaded; the message names the fix."""
 
 
 @dataclass
@@ -151,7 +148,7 @@ class Task:
             return [json.loads(line) for line in f if line.strip()]
 
 
-def _hub_reachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT) -> bool:
+def hub_reachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT) -> bool:
     """Can we open a connection to the hub within `timeout` (name lookup included)?"""
     url = urlparse(endpoint)
     reached = []
@@ -173,7 +170,7 @@ def _hub_reachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT) -> bool:
 def _load_hub(task: str, hub_id: str, config: str | None, split: str) -> list[dict]:
     from huggingface_hub import constants
 
-    if not constants.HF_HUB_OFFLINE and not _hub_reachable(constants.ENDPOINT):
+    if not constants.HF_HUB_OFFLINE and not hub_reachable(constants.ENDPOINT):
         # datasets would retry for ~25 s before failing
         raise TaskError(
             f"task {task}: cannot reach the Hugging Face Hub ({constants.ENDPOINT}) to load {hub_id} "

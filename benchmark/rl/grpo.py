@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmark.rollout import Rollout
+from benchmark.workload import LOSSES
 
 
 def group_advantages(rewards: list[float]) -> list[float]:
@@ -44,8 +45,12 @@ class LossConfig:
     eps_low: float = 0.2
     eps_high: float = 0.2
     aggregation: str = "token_mean"  # or "sequence_mean"
-    kind: str = "grpo"  # or "asymre"
+    kind: str = "grpo"  # one of benchmark.workload.LOSSES
     asymre_delta: float = 0.1
+
+    def __post_init__(self):
+        if self.kind not in LOSSES:
+            raise ValueError(f"unknown loss {self.kind!r}: use one of {', '.join(LOSSES)}")
 
 
 def aggregate(per_token: torch.Tensor, mask: torch.Tensor, aggregation: str,
@@ -160,6 +165,27 @@ def enable_activation_checkpointing(model) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
+def merge_step_stats(parts: list[dict], completion_tokens: list[int], loss_weights: list[float] | None = None) -> dict:
+    """One step's statistics from those of its parts (micro-batches, or data-parallel ranks): token means
+    weighted by each part's completion tokens, the maximum ratio, the loss summed with `loss_weights`
+    (each part's share of the whole batch's normaliser; 1 for parts already normalised as the whole
+    batch), and the gradient norm, the same on every rank, from the first."""
+    tokens = max(sum(completion_tokens), 1)
+    weights = loss_weights or [1.0] * len(parts)
+    out = {}
+    for key in parts[0]:
+        values = [p[key] for p in parts]
+        if key == "ratio_max":
+            out[key] = max(values)
+        elif key == "grad_norm":
+            out[key] = values[0]
+        elif key == "loss":
+            out[key] = sum(w * v for w, v in zip(weights, values))
+        else:
+            out[key] = sum(n * v for n, v in zip(completion_tokens, values)) / tokens
+    return out
+
+
 class GRPOTrainer:
     """The T data-parallel trainers, acting as one: one optimiser step per batch.
 
@@ -178,6 +204,15 @@ class GRPOTrainer:
         if gradient_checkpointing:
             enable_activation_checkpointing(model)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
+
+    @classmethod
+    def from_config(cls, model, pad_id: int, g) -> GRPOTrainer:
+        """The trainer with a workload's settings (g: its GRPOConfig)."""
+        return cls(model, pad_id, lr=g.lr, weight_decay=g.weight_decay, max_grad_norm=g.max_grad_norm,
+                   betas=g.betas, temperature=g.temperature,
+                   loss=LossConfig(eps_low=g.eps_low, eps_high=g.eps_high, aggregation=g.aggregation, kind=g.loss,
+                                   asymre_delta=g.asymre_delta),
+                   micro_batch_size=g.micro_batch_size, gradient_checkpointing=g.gradient_checkpointing)
 
     def step(self, rollouts: list[Rollout], weights: list[float] | None = None,
              loss_scale: float = 1.0) -> dict[str, float]:
@@ -227,8 +262,7 @@ class GRPOTrainer:
         by_length = sorted(range(len(rollouts)), key=lambda i: rollouts[i].length)  # less padding per micro-batch
         size = self.micro_batch_size
         chunks = [by_length[start:start + size] for start in range(0, len(by_length), size)]
-        loss_sum, tokens_total, entropy_total, ratio_max = 0.0, 0, 0.0, float("-inf")
-        token_weighted = {"clip_fraction": 0.0, "ratio_mean": 0.0}
+        part_stats, part_tokens = [], []
         for k, chunk in enumerate(chunks):
             part = [rollouts[i] for i in chunk]
             part_weights = None if weights is None else [weights[i] for i in chunk]
@@ -239,12 +273,6 @@ class GRPOTrainer:
                 loss, stats, entropy_sum, tokens = self._forward(part, part_weights, normaliser)
                 (loss * loss_scale if loss_scale != 1.0 else loss).backward()
             n = int(tokens.item())
-            loss_sum += loss.item()
-            tokens_total += n
-            entropy_total += entropy_sum.item()
-            ratio_max = max(ratio_max, stats["ratio_max"])
-            for key in token_weighted:
-                token_weighted[key] += stats[key] * n
-        n = max(tokens_total, 1)
-        return {"clip_fraction": token_weighted["clip_fraction"] / n, "ratio_mean": token_weighted["ratio_mean"] / n,
-                "ratio_max": ratio_max, "loss": loss_sum, "entropy": entropy_total / n}
+            part_stats.append({**stats, "loss": loss.item(), "entropy": entropy_sum.item() / max(n, 1)})
+            part_tokens.append(n)
+        return merge_step_stats(part_stats, part_tokens)

@@ -1,14 +1,14 @@
 """The distributed executor (`--executor ray`): the asynchronous GRPO pipeline on real Ray actors.
 
-The same run as `benchmark/engine/pipeline.py`, with real asynchrony instead of virtual time:
+The same run as the virtual-time pipeline, with real asynchrony instead of virtual time:
 
 - W inference actors, each with its own generation engine (`engine`: the transformers engine by
   default), generate a group of G completions per prompt of the training stream, score them and
   return it stamped with the weights version they hold.
-- A strategy actor holds the replay strategy (in its own sandboxed process as well, with
-  `isolated`, as in official runs), turns groups into rollouts, checks every batch the strategy
-  returns with the pipeline's checks and cuts it into the T trainers' slices. Rollouts flow
-  workers -> strategy actor -> trainers through Ray's object store, never through the driver.
+- A strategy actor holds the replay strategy and the engine's ledger of it (in its own sandboxed
+  process as well, with `isolated`, as in official runs), checks every batch the strategy returns
+  and cuts it into the T trainers' slices. Rollouts flow workers -> strategy actor -> trainers
+  through Ray's object store, never through the driver.
 - T trainer actors train data-parallel (torch.distributed, DistributedDataParallel): each
   computes the gradient of its slice, DDP averages the gradients, so the trainers' weights stay
   identical. Every `sync_every` steps the rank-0 trainer publishes its weights (`ray.put`, as CPU
@@ -17,15 +17,14 @@ The same run as `benchmark/engine/pipeline.py`, with real asynchrony instead of 
 - An evaluator actor runs the pipeline's evaluation on the trainers' weights at the same compute
   checkpoints; evaluation is not charged and does not pause the run.
 
-Placement (`benchmark/engine/ray/placement.py`). On a cluster with GPUs each worker and trainer holds one
-GPU (or `gpus_per_actor` of one), the trainers all-reduce with NCCL, the evaluator takes a free GPU
-or shares worker 0's; the strategy actor and the driver stay on CPUs. Without GPUs every actor gets
-an equal share of the CPUs and the trainers all-reduce with gloo.
+Placement (`benchmark/engine/ray/placement.py`). On a cluster with GPUs each worker and trainer
+holds one GPU (or `gpus_per_actor` of one), the trainers all-reduce with NCCL, the evaluator takes
+a free GPU or shares worker 0's; the strategy actor and the driver stay on CPUs. Without GPUs every
+actor gets an equal share of the CPUs and the trainers all-reduce with gloo.
 
-Compute. The budget is counted in the pipeline's normalised units, from tokens: generating a token
-costs mu, training on one costs 1, and the devices of a role count busy or idle. The normalised
-clock is the busier role's normalised busy time, mu * generated tokens / W for the workers or
-trained tokens / T for the trainers (the workers never wait, in either executor), and
+Compute. The budget is counted with the cost model (`benchmark/engine/costs.py`) from tokens. The
+normalised clock is the busier role's normalised busy time, mu * generated tokens / W for the
+workers or trained tokens / T for the trainers (the workers never wait, in either executor), and
 compute used = (W + T) * clock, as in the pipeline. Real wall seconds are measured too: busy
 seconds of each actor (time inside generate / train calls) and idle seconds (the rest of the
 run), logged as `measured/*` next to the normalised figures; `measured/mu` is the ratio of the
@@ -40,40 +39,21 @@ only here, so the rest of ReplayBench runs without the `distributed` extra.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import os
-import socket
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from types import MappingProxyType
+from collections.abc import Iterator
 
-import numpy as np
-
-from benchmark.engine.pipeline import (
-    PendingGroup,
-    build_rollouts,
-    build_trainer,
-    check_batch,
-    checked_pool_request,
-    derive_seed,
-    doc_id,
-    eval_points,
-    eval_sets,
-    evaluate_sets,
-    record_use,
-    run_summary,
-    stream_doc,
-    train_step_metrics,
-)
+from benchmark.engine.executor import Checkpoint, Executor, RunError
+from benchmark.engine.ledger import StrategySpec
+from benchmark.engine.ray.actors import Evaluator, InferenceWorker, StrategyHost, Trainer
+from benchmark.engine.ray.options import RayOptions
 from benchmark.engine.ray.placement import ActorResources, PlacementError, engine_gpu_fraction, plan_placement
-from benchmark.runner import RunError, set_threads
-from benchmark.strategy import StrategyContext, StrategyError
-from benchmark.workload import Workload
+from benchmark.engine.stream import derive_seed, stream_doc
+from benchmark.rl.grpo import merge_step_stats
+from benchmark.strategy import StrategyError
 
 INSTALL_HINT = 'the Ray executor needs the distributed extra: pip install -e ".[distributed]"'
-EXPERIMENT_PREFIX = "replaybench-ray"  # MLflow experiments replaybench-ray/<workload>
+EXPERIMENT_PREFIX = "replaybench-ray/"  # MLflow experiments replaybench-ray/<workload>, not scored
 
 
 def require_ray():
@@ -83,304 +63,25 @@ def require_ray():
     except ImportError:
         raise RunError(INSTALL_HINT) from None
     return ray
+class RayPipeline(Executor):
+    """Drives the actors."""
 
+    name = "ray"
 
-@dataclass
-class RayOptions:
-    """How the actors are placed. address: an existing cluster (default: $RAY_ADDRESS, else a local
-    one with num_cpus CPUs, default all). engine: "hf" (transformers), "vllm" or "module:factory", a
-    callable (model, tokenizer) -> GenerationEngine; the model comes on the CPU and the factory
-    places its engine itself; one that accepts a `gpu_fraction` keyword is told the share of its
-    GPU it may fill when the actor holds only part of one. gpus_per_actor: the GPUs of each worker
-    and trainer; None: 1 when the cluster has GPUs, else none (see benchmark/engine/ray/placement.py)."""
-
-    address: str | None = None
-    num_cpus: float | None = None
-    engine: str = "hf"
-    gpus_per_actor: float | None = None
-    # Optional pacing: wall seconds per normalised compute unit. A generation then lasts at least
-    # pace * mu * tokens and a training step pace * tokens / T, so the roles run at the workload's
-    # relative speeds (its mu) on hardware whose own mu differs (e.g. CPUs), as long as the real
-    # work fits inside those durations. None: as fast as the hardware goes.
-    pace: float | None = None
-
-    def __post_init__(self):
-        self.engine = resolve_engine(self.engine)  # a mistyped engine fails here, before anything starts
-
-
-ENGINE_ALIASES = {"vllm": "benchmark.rl.vllm_engine:vllm_engine"}
-
-
-def resolve_engine(name: str) -> str:
-    """What an engine name stands for: "hf" (transformers) or a module:factory ("vllm" is short for
-    the vLLM engine's factory); a clear error for anything else."""
-    name = ENGINE_ALIASES.get(name, name)
-    module, colon, factory = name.partition(":")
-    if name != "hf" and not (colon and module and factory.isidentifier()):
-        raise RunError(f"unknown --ray-engine {name!r}: use hf, vllm or module:factory "
-                       "(e.g. benchmark.rl.vllm_engine:vllm_engine)")
-    return name
-
-
-def make_engine(name: str, model, tokenizer, device: str = "cpu", gpu_fraction: float | None = None):
-    """The engine `name` (see resolve_engine) on this actor's device; gpu_fraction: the share of its GPU
-    the actor holds when it holds only part of one."""
-    name = resolve_engine(name)
-    if name == "hf":
-        from benchmark.rl.generation import HFEngine
-
-        return HFEngine(model.to(device), tokenizer)
-    module, _, factory_name = name.partition(":")
-    factory = getattr(importlib.import_module(module), factory_name)
-    if gpu_fraction is not None and "gpu_fraction" in inspect.signature(factory).parameters:
-        return factory(model, tokenizer, gpu_fraction=gpu_fraction)
-    return factory(model, tokenizer)
-
-
-def _setup_process(device: str = "cpu") -> None:
-    set_threads()
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise RunError(f"this actor holds a GPU but PyTorch {torch.__version__} sees no CUDA device: install a "
-                           "CUDA build of PyTorch on every node, or pass --ray-gpus-per-actor 0 to run on CPUs")
-
-
-def cpu_state_dict(model) -> dict:
-    """The model's weights as CPU tensors (the same tensors when the model is on the CPU already), so any
-    actor can load them whatever its device."""
-    return {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
-
-
-# ---- the actors (plain classes; `ray.remote` wraps them at start) ----------------------------
-class InferenceWorker:
-    def __init__(self, workload: Workload, engine: str, device: str = "cpu", gpu_fraction: float | None = None):
-        from benchmark.grading.prompts import PromptFormat
-        from benchmark.rl.policy import load_start_policy
-
-        _setup_process(device)
-        self.w = workload
-        model, tokenizer, info = load_start_policy(workload)
-        self.engine = make_engine(engine, model, tokenizer, device, gpu_fraction)
-        self.task = workload.load_task()
-        self.prompt = PromptFormat(tokenizer, workload.model.prompt_format)  # as the pipeline prompts
-        self.max_new_tokens = workload.max_new_tokens or self.task.max_new_tokens
-        self.start_sha256 = info["weights_sha256"]
-
-    def ready(self) -> str:
-        return self.start_sha256
-
-    def generate(self, doc: dict, n: int, seed: int, weights: dict | None, version: int, pace: float | None = None):
-        """(facts for the driver, the group for the strategy actor): two objects, so the rollouts
-        go to the strategy actor without passing through the driver."""
-        start = time.perf_counter()
-        if weights is not None:
-            self.engine.load_weights(weights, version)
-        [completions] = self.engine.generate([self.prompt(self.task.doc_to_text(doc))], n=n,
-                                             temperature=self.w.grpo.temperature, max_new_tokens=self.max_new_tokens,
-                                             seed=seed)
-        rewards = self.task.score_many(doc, [c.text for c in completions])
-        tokens = sum(len(c.prompt_ids) + len(c.completion_ids) for c in completions)
-        facts = {"tokens": tokens, "rollouts": len(completions), "version": self.engine.version,
-                 "busy_s": time.perf_counter() - start}
-        if pace:
-            time.sleep(max(0.0, pace * self.w.pipeline.mu * tokens - facts["busy_s"]))
-        return facts, PendingGroup(doc_id(doc), completions, rewards, self.engine.version)
-
-
-class Trainer:
-    """One data-parallel rank: its own model copy and optimiser, gradients averaged by DDP."""
-
-    def __init__(self, workload: Workload, rank: int, world_size: int, device: str = "cpu", backend: str = "gloo"):
-        from benchmark.rl.policy import load_start_policy
-
-        _setup_process(device)
-        self.w, self.rank, self.world_size, self.device, self.backend = workload, rank, world_size, device, backend
-        self.model, tokenizer, info = load_start_policy(workload)  # in the workload's model.dtype
-        self.start_sha256 = info["weights_sha256"]
-        self.model.to(device)
-        self.pad_id = tokenizer.pad_token_id
-        self.steps = 0
-
-    def ready(self) -> str:
-        return self.start_sha256
-
-    def rendezvous_address(self) -> str:
-        """rank 0: where the process group meets (this node, a free port)."""
-        import ray
-
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        return f"tcp://{ray.util.get_node_ip_address()}:{port}"
-
-    def join(self, address: str) -> None:
-        import torch.distributed as dist
-        from torch.nn.parallel import DistributedDataParallel
-
-        dist.init_process_group(self.backend, init_method=address, rank=self.rank, world_size=self.world_size)
-        # DDP broadcasts rank 0's weights at construction and averages gradients in backward.
-        if self.device == "cuda":
-            import torch
-
-            ddp = DistributedDataParallel(self.model, device_ids=[torch.cuda.current_device()])
-        else:
-            ddp = DistributedDataParallel(self.model)
-        self.trainer = build_trainer(ddp, self.pad_id, self.w.grpo)
-
-    def step(self, part: tuple, publish: bool, min_seconds: float = 0.0) -> dict:
-        """Train on this rank's slice; `share` is its part of the batch's loss normaliser. The step
-        lasts at least min_seconds (pacing)."""
-        import ray
-
-        rollouts, weights, share = part
-        start = time.perf_counter()
-        stats = self.trainer.step(rollouts, weights, loss_scale=self.world_size * share)
-        busy = time.perf_counter() - start
-        self.steps += 1
-        published = [ray.put(cpu_state_dict(self.model))] if publish and self.rank == 0 else None
-        time.sleep(max(0.0, min_seconds - (time.perf_counter() - start)))
-        return {"stats": stats, "share": share, "tokens": sum(len(r.completion_ids) for r in rollouts),
-                "busy_s": busy, "published": published}
-
-    def weights(self) -> tuple[int, dict]:
-        return self.steps, cpu_state_dict(self.model)
-
-    def weights_sha256(self) -> str:
-        from benchmark.rl.policy import weights_hash
-
-        return weights_hash(self.model)
-
-
-class StrategyHost:
-    """The strategy's actor: the engine's side of the strategy (rollout registry, use counts, batch
-    checks), with the strategy itself in this process or, isolated, in its own sandboxed one."""
-
-    def __init__(self, workload: Workload, strategy_path: str, params: dict, isolated: bool, seed: int):
-        self.w, self.path, self.params, self.isolated, self.seed = workload, strategy_path, params, isolated, seed
-
-    def setup(self) -> None:
-        from benchmark.engine.sandbox import IsolatedStrategy
-        from benchmark.strategy import build_strategy
-
-        _setup_process()
-        rng_seed = derive_seed(self.seed, "strategy")
-        if self.isolated:
-            self.strategy = IsolatedStrategy(self.path, self.params, rng_seed=rng_seed,
-                                             defaults=self.w.strategy_defaults)
-        else:
-            self.strategy = build_strategy(self.path, self.params, self.w.strategy_defaults)
-        self.rng = np.random.default_rng(rng_seed)
-        self.known, self.use_count, self.last_used_step = {}, {}, {}
-        self.next_rollout_id = self.next_group_id = self.trainer_step = 0
-        self.staleness_total = 0
-        self.in_training = []
-        self.strategy_seconds, self.strategy_calls = 0.0, 0
-
-    def _ctx(self) -> StrategyContext:
-        return StrategyContext(trainer_step=self.trainer_step, policy_version=self.trainer_step, rng=self.rng,
-                               use_count=MappingProxyType(self.use_count), num_trainers=self.w.pipeline.trainers)
-
-    def _call(self, method: str, *args):
-        start = time.perf_counter()
-        try:
-            return getattr(self.strategy, method)(*args)
-        finally:
-            self.strategy_seconds += time.perf_counter() - start
-            self.strategy_calls += 1
-
-    def _register(self, group: PendingGroup, clock: float) -> list:
-        rollouts = build_rollouts(group, self.next_rollout_id, self.next_group_id, self.trainer_step, clock)
-        self.known.update((r.rollout_id, r) for r in rollouts)
-        self.next_rollout_id += len(rollouts)
-        self.next_group_id += 1
-        return rollouts
-
-    def pool_request(self):
-        return checked_pool_request(self._call("pool_request"))
-
-    def add_pool(self, groups: list[PendingGroup], clock: float) -> None:
-        rollouts = [r for group in groups for r in self._register(group, clock)]
-        self._call("add_pool", rollouts, self._ctx())
-
-    def add(self, group: PendingGroup, clock: float) -> None:
-        self._call("add", list(self._register(group, clock)), self._ctx())
-
-    def sample(self, batch_size: int):
-        """(facts, slice for trainer 0, ..., slice for trainer T-1), or Nones when the strategy waits."""
-        trainers = self.w.pipeline.trainers
-        sampled = self._call("sample", batch_size, self._ctx())
-        if sampled is None:
-            return (None,) * (1 + trainers)
-        batch, weights = check_batch(sampled, batch_size, self.known)
-        self.in_training = batch
-        # each rank's share of the loss normaliser (completion tokens, or sequences for sequence_mean)
-        sizes = [len(r.completion_ids) if self.w.grpo.aggregation == "token_mean" else 1 for r in batch]
-        total = max(sum(sizes), 1)
-        parts = [(batch[s], None if weights is None else weights[s], sum(sizes[s]) / total)
-                 for s in self._ctx().trainer_slices(batch_size)]
-        return ({"tokens": sum(r.length for r in batch), "samples": len(batch)}, *parts)
-
-    def finish_step(self) -> dict:
-        """The batch handed out last has been trained: count its use; its usage metrics."""
-        usage, staleness = record_use(self.in_training, self.trainer_step, self.use_count, self.last_used_step)
-        self.trainer_step += 1
-        self.staleness_total += staleness
-        return usage
-
-    def usage(self) -> dict:
-        return {"use_count": dict(self.use_count), "staleness_total": self.staleness_total,
-                "strategy_seconds": self.strategy_seconds, "strategy_calls": self.strategy_calls}
-
-    def close(self) -> None:
-        close = getattr(getattr(self, "strategy", None), "close", None)
-        if close:
-            close()
-
-
-class Evaluator:
-    def __init__(self, workload: Workload, engine: str, seed: int, device: str = "cpu",
-                 gpu_fraction: float | None = None):
-        from benchmark.grading.prompts import PromptFormat
-        from benchmark.rl.policy import load_start_policy
-
-        _setup_process(device)
-        self.w, self.seed = workload, seed
-        model, tokenizer, _ = load_start_policy(workload)
-        self.engine = make_engine(engine, model, tokenizer, device, gpu_fraction)
-        self.sets = eval_sets(workload, workload.load_task())
-        self.prompt = PromptFormat(tokenizer, workload.model.prompt_format)
-
-    def ready(self) -> None:
-        return None
-
-    def evaluate(self, weights: tuple[int, dict], index: int) -> dict:
-        step, state_dict = weights
-        start = time.perf_counter()
-        self.engine.load_weights(state_dict, step)
-        metrics, samples = evaluate_sets(self.engine, self.sets, self.w, self.seed, index, self.prompt)
-        return {"trainer_step": step, "metrics": metrics, "samples": samples, "busy_s": time.perf_counter() - start}
-
-
-# ---- the driver ---------------------------------------------------------------------------
-class RayPipeline:
-    """Drives the actors; the same attributes and methods the runner uses on `Pipeline`."""
-
-    def __init__(self, workload: Workload, task, seed: int, strategy_path: str | Path, strategy_params: dict,
-                 isolated: bool = False, options: RayOptions | None = None):
+    def __init__(self, workload, task, seed: int, options: RayOptions | None = None):
+        super().__init__(workload, seed)
         self.ray = ray = require_ray()
-        self.w, self.seed, self.options = workload, seed, options or RayOptions()
+        self.options = options or RayOptions()
         p, g = workload.pipeline, workload.grpo
         if g.batch_size < p.trainers:
             raise RunError(f"grpo.batch_size ({g.batch_size}) must be at least the number of trainers "
-                           f"({p.trainers}): every trainer needs a slice")
-        self.W, self.T, self.devices = p.workers, p.trainers, p.workers + p.trainers
+                                f"({p.trainers}): every trainer needs a slice")
+        self.W, self.T = p.workers, p.trainers
         self.train_docs = task.docs("train")
         self.started_ray = False
         self.actors = []
         try:
-            self._start_actors(ray, str(Path(strategy_path).resolve()), strategy_params, isolated)
+            self._start_actors(ray)
         except BaseException:
             self.close()
             raise
@@ -388,24 +89,28 @@ class RayPipeline:
         self.stream_position = self.generations_started = 0
         self.gen_tokens = self.trained_tokens = 0
         self.pool_time = 0.0  # normalised time of the strategy's pool, charged to all devices
-        self.trainer_step = self.rollouts_generated = self.samples_trained = 0
         self.in_flight: dict = {}  # ObjectRef -> (kind, details)
         self.worker_version = [0] * self.W
         self.published = (0, None)  # newest weights from the trainers: (version, ObjectRef)
         self.training: dict | None = None  # the step in flight: trainer results so far
         self.stopping = False
-        self.evals_queued = self.evals_done = 0
-        self.eval_history: list[dict] = []
-        self.pending_metrics: list[tuple[str, float, int]] = []
-        self.flushes = 0
-        self.last_samples: list[dict] = []
+        self.evals_queued = 0
+        self.metrics: list = []  # logged since the last checkpoint
         self.busy = {"generation": 0.0, "training": 0.0, "evaluation": 0.0}
         self.pending_adds: list = []  # the strategy's add() calls, checked for verdicts as they complete
         self.run_started = self.run_ended = None
         self.final: dict = {}
 
+    @classmethod
+    def check_installed(cls) -> None:
+        require_ray()
+
+    @classmethod
+    def experiment(cls, workload_name: str) -> str:
+        return f"{EXPERIMENT_PREFIX}{workload_name}"
+
     # ---- setup ----------------------------------------------------------------------------
-    def _start_actors(self, ray, strategy_path: str, strategy_params: dict, isolated: bool) -> None:
+    def _start_actors(self, ray) -> None:
         o = self.options
         env = {"REPLAYBENCH_THREADS": os.environ.get("REPLAYBENCH_THREADS", "1"), "OMP_NUM_THREADS": "1",
                "TOKENIZERS_PARALLELISM": "false", "TRANSFORMERS_VERBOSITY": "error",
@@ -432,23 +137,25 @@ class RayPipeline:
             return remote(cls, resources).remote(self.w, *args, place.device,
                                                  engine_gpu_fraction(resources.num_gpus))
 
-        self.host = remote(StrategyHost, place.strategy).remote(self.w, strategy_path, strategy_params, isolated,
-                                                                self.seed)
+        self.host = remote(StrategyHost, place.strategy).remote(self.w, self.seed)
         self.workers = [engine_actor(InferenceWorker, place.worker0 if i == 0 else place.worker, o.engine)
                         for i in range(self.W)]
         self.trainers = [remote(Trainer, place.trainer).remote(self.w, rank, self.T, place.device, place.backend)
                          for rank in range(self.T)]
         self.actors = [self.host, *self.workers, *self.trainers]
-        self._get(self.host.setup.remote())
-        hashes = self._get([a.ready.remote() for a in [*self.workers, *self.trainers]])
-        if len(set(hashes)) != 1:
+        infos = self._get([a.ready.remote() for a in [*self.workers, *self.trainers]])
+        if len({info["weights_sha256"] for info in infos}) != 1:
             raise RunError("the actors loaded different start weights: every node needs the same checkpoint")
+        self.start_info = infos[0]
         # Started once the others hold their GPUs, so that a shared evaluator lands in the share left for it.
         self.evaluator = engine_actor(Evaluator, place.evaluator, o.engine, self.seed)
         self.actors.append(self.evaluator)
         address = self._get(self.trainers[0].rendezvous_address.remote())
         self._get([t.join.remote(address) for t in self.trainers])
         self._get(self.evaluator.ready.remote())
+
+    def open_strategy(self, spec: StrategySpec) -> None:
+        self._get(self.host.open.remote(spec))
 
     def _get(self, refs):
         """ray.get, with a strategy's verdict re-raised as itself rather than wrapped by Ray."""
@@ -464,18 +171,8 @@ class RayPipeline:
     @property
     def clock(self) -> float:
         """Normalised time: the busier role's normalised busy time, after the pool."""
-        return self.pool_time + max(self.w.pipeline.mu * self.gen_tokens / self.W, self.trained_tokens / self.T)
-
-    @property
-    def compute_used(self) -> float:
-        return self.devices * self.clock
-
-    def eval_points(self) -> list[float]:
-        return eval_points(self.w.eval.every, self.w.budget)
-
-    @property
-    def finished(self) -> bool:
-        return self.evals_done >= len(self.eval_points())
+        return self.pool_time + max(self.costs.generation_time(self.gen_tokens) / self.W,
+                                    self.costs.training_time(self.trained_tokens))
 
     def elapsed(self) -> float:
         """Wall seconds from the start to the end of the last generation or training step."""
@@ -501,8 +198,7 @@ class RayPipeline:
                 stream_doc(self.train_docs, self.seed, position), samples, derive_seed(self.seed, "pool", position),
                 None, 0))
         facts = self._get([f for f, _ in refs])
-        tokens = sum(f["tokens"] for f in facts)
-        self.pool_time = self.w.pipeline.mu * tokens / self.devices
+        self.pool_time = self.costs.pool_time(sum(f["tokens"] for f in facts))
         self.rollouts_generated += sum(f["rollouts"] for f in facts)
         self.busy["generation"] += sum(f["busy_s"] for f in facts)
         self._get(self.host.add_pool.remote([g for _, g in refs], self.clock))
@@ -519,8 +215,8 @@ class RayPipeline:
             doc, self.w.grpo.group_size, seed, weights, version, self.options.pace)
         self.in_flight[facts] = ("generation", (worker, group))
 
-    def run(self, on_checkpoint=None, on_progress=None) -> None:
-        """Until the budget is spent and every evaluation is back. on_checkpoint(self) after each evaluation."""
+    def checkpoints(self, progress=None) -> Iterator[Checkpoint]:
+        """Until the budget is spent and every evaluation is back."""
         while self.in_flight:
             ready, _ = self.ray.wait(list(self.in_flight), num_returns=1)
             kind, details = self.in_flight.pop(ready[0])
@@ -530,10 +226,12 @@ class RayPipeline:
                 self._finish_train_part(ready[0], details)
             else:
                 self._finish_eval(ready[0], details)
-                if on_checkpoint:
-                    on_checkpoint(self)
-            if on_progress and kind != "generation":
-                on_progress(self)
+            if progress and kind != "generation":
+                progress(self)
+            if kind == "eval":
+                self.metrics.extend((f"wall/{k}_seconds", v, self.trainer_step) for k, v in self.wall.items())
+                checkpoint, self.metrics = Checkpoint(len(self.eval_history), self.metrics), []
+                yield checkpoint
             if self.stopping and self.run_ended is None and all(k == "eval" for k, _ in self.in_flight.values()):
                 self.run_ended = time.perf_counter()  # only evaluations are left: the measured run ends
             if not self.in_flight and self.evals_queued < len(self.eval_points()):
@@ -551,7 +249,7 @@ class RayPipeline:
             ref = self.evaluator.evaluate.remote(self.trainers[0].weights.remote(), self.evals_queued)
             self.in_flight[ref] = ("eval", {"compute": points[self.evals_queued], "compute_at_eval": self.compute_used,
                                             "rollouts_generated": self.rollouts_generated,
-                                            "measured_device_s": self.devices * self.elapsed()})
+                                            "measured_device_s": self.costs.devices * self.elapsed()})
             self.evals_queued += 1
 
     # ---- workers --------------------------------------------------------------------------
@@ -606,8 +304,10 @@ class RayPipeline:
         self.busy["training"] += sum(r["busy_s"] for r in results)
         if results[0]["published"]:
             self.published = (self.trainer_step, results[0]["published"][0])
-        self.pending_metrics.extend(train_step_metrics(self, combine_rank_stats(results), usage))
-        self.pending_metrics.extend((f"measured/{k}", float(v), self.trainer_step) for k, v in self.measured().items())
+        stats = merge_step_stats([r["stats"] for r in results], [r["completion_tokens"] for r in results],
+                                 loss_weights=[r["share"] for r in results])
+        self.metrics.extend(self.train_metrics(stats, usage))
+        self.metrics.extend((f"measured/{k}", float(v), self.trainer_step) for k, v in self.measured().items())
         self._check_budget()
         self._queue_due_evals()
         self._try_train()
@@ -616,23 +316,22 @@ class RayPipeline:
     def _finish_eval(self, ref, point: dict) -> None:
         out = self._get(ref)
         self.busy["evaluation"] += out["busy_s"]
-        self.last_samples = out["samples"]
+        self.eval_samples = out["samples"]
         step = out["trainer_step"]
         point = {"compute": point["compute"], "trainer_step": step, "rollouts_generated": point["rollouts_generated"],
                  "samples_trained": step * self.w.grpo.batch_size, **out["metrics"],
                  "compute_at_eval": point["compute_at_eval"], "measured_device_s": point["measured_device_s"]}
         self.eval_history.append(point)
-        self.evals_done += 1
-        self.pending_metrics.extend((f"eval/{k}", float(v), step) for k, v in point.items())
+        self.metrics.extend((f"eval/{k}", float(v), step) for k, v in point.items())
 
     # ---- idle fractions and measurements ------------------------------------------------------
     def trainer_idle_fraction(self) -> float:
         clock = self.clock
-        return 1.0 - (self.trained_tokens / self.T) / clock if clock > 0 else 0.0
+        return 1.0 - self.costs.training_time(self.trained_tokens) / clock if clock > 0 else 0.0
 
     def worker_idle_fraction(self) -> float:
         clock = self.clock
-        return 1.0 - (self.w.pipeline.mu * self.gen_tokens / self.W) / clock if clock > 0 else 0.0
+        return 1.0 - (self.costs.generation_time(self.gen_tokens) / self.W) / clock if clock > 0 else 0.0
 
     def measured(self) -> dict:
         """Real device-seconds per role: busy = inside generate / train calls, idle = the rest of the run."""
@@ -640,7 +339,7 @@ class RayPipeline:
         worker_busy, trainer_busy = self.busy["generation"], self.busy["training"]
         out = {
             "elapsed_s": elapsed,
-            "compute_device_s": self.devices * elapsed,
+            "compute_device_s": self.costs.devices * elapsed,
             "worker_busy_s": worker_busy, "worker_idle_s": max(self.W * elapsed - worker_busy, 0.0),
             "trainer_busy_s": trainer_busy, "trainer_idle_s": max(self.T * elapsed - trainer_busy, 0.0),
             "worker_idle_frac": 1.0 - worker_busy / (self.W * elapsed) if elapsed > 0 else 0.0,
@@ -652,7 +351,8 @@ class RayPipeline:
 
     @property
     def wall(self) -> dict:
-        return {**self.busy, "strategy": self.final.get("strategy_seconds", 0.0), "total": self.elapsed()}
+        return {**self.busy, "strategy": self.final.get("strategy_seconds", 0.0),
+                "total": self.final.get("elapsed", self.elapsed())}
 
     # ---- results --------------------------------------------------------------------------
     def _collect_final(self) -> None:
@@ -663,12 +363,13 @@ class RayPipeline:
         self.final["measured"] = self.measured()
         self.final["elapsed"] = self.elapsed()
 
+    def strategy_usage(self) -> dict:
+        return self.final
+
     def summary(self) -> dict:
         f = self.final
-        wall = {**self.busy, "strategy": f["strategy_seconds"], "total": f["elapsed"]}
         return {
-            **run_summary(self, f["use_count"], f["staleness_total"], wall, f["strategy_calls"],
-                          f["strategy_seconds"]),
+            **super().summary(),
             "executor": "ray",
             "measured": f["measured"],
             "trainer_weights_sha256": f["trainer_weights_sha256"],
@@ -698,23 +399,5 @@ def _check_cuda_build() -> None:
     import torch
 
     if torch.version.cuda is None:
-        raise RunError(f"the Ray cluster has GPUs but PyTorch {torch.__version__} is a CPU build: install a CUDA "
-                       "build of PyTorch, or pass --ray-gpus-per-actor 0 to run on the CPUs")
-
-
-def combine_rank_stats(results: list[dict]) -> dict:
-    """The T ranks' step statistics as one step's: the loss weighted by each rank's share of the loss,
-    token means weighted by completion tokens, the maximum ratio; the gradient norm is the same on all."""
-    tokens = max(sum(r["tokens"] for r in results), 1)
-    out = {}
-    for key in results[0]["stats"]:
-        values = [r["stats"][key] for r in results]
-        if key == "ratio_max":
-            out[key] = max(values)
-        elif key == "grad_norm":
-            out[key] = values[0]
-        elif key == "loss":
-            out[key] = sum(r["share"] * v for r, v in zip(results, values))
-        else:
-            out[key] = sum(r["tokens"] * v for r, v in zip(results, values)) / tokens
-    return out
+        raise RunError(f"the Ray cluster has GPUs but PyTorch {torch.__version__} is a CPU build: install a "
+                            "CUDA build of PyTorch, or pass --ray-gpus-per-actor 0 to run on the CPUs")

@@ -1,0 +1,221 @@
+"""The engine's side of a strategy, the same in every executor.
+
+The ledger turns finished generations into rollout records (ids, group-relative advantages), keeps
+every rollout it handed to the strategy, checks what the strategy returns (exact batch size, only
+rollouts the engine produced, nothing altered, valid weights and regroups) and trains only on its
+own copies, counts each rollout's uses and staleness, and builds the read-only context of each call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+
+from benchmark.engine.stream import derive_seed
+from benchmark.rl.grpo import group_advantages
+from benchmark.rollout import Rollout
+from benchmark.strategy import Batch, ReplayStrategy, StrategyContext, StrategyFailure, build_strategy
+
+
+@dataclass
+class PendingGroup:
+    """A finished generation before it becomes rollouts: what a worker returns."""
+
+    prompt_id: str
+    completions: list  # benchmark.rl.generation.Completion
+    rewards: list[float]
+    policy_version: int
+
+    @property
+    def tokens(self) -> int:
+        """Prompt + completion tokens of the group: what the cost model charges."""
+        return sum(len(c.prompt_ids) + len(c.completion_ids) for c in self.completions)
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """Which strategy a run uses and how it runs: in this process, or isolated in its own box."""
+
+    path: Path
+    params: dict
+    defaults: dict  # the workload's strategy_defaults: they fill in only what the strategy accepts
+    isolated: bool = False
+
+
+def open_strategy(spec: StrategySpec, seed: int) -> ReplayStrategy:
+    if spec.isolated:
+        from benchmark.engine.sandbox import IsolatedStrategy
+
+        return IsolatedStrategy(spec.path, spec.params, rng_seed=strategy_seed(seed), defaults=spec.defaults)
+    return build_strategy(spec.path, spec.params, spec.defaults)
+
+
+def strategy_seed(seed: int) -> int:
+    """The seed of the strategy's random generator (ctx.rng), in this process or in its box."""
+    return derive_seed(seed, "strategy")
+
+
+def build_rollouts(group: PendingGroup, first_rollout_id: int, group_id: int, created_step: int,
+                   created_time: float) -> list[Rollout]:
+    """Rollout records for a finished generation: ids from first_rollout_id on, group-relative advantages."""
+    advantages = group_advantages(group.rewards)
+    return [
+        Rollout(rollout_id=first_rollout_id + i, group_id=group_id, prompt_id=group.prompt_id,
+                prompt_ids=c.prompt_ids, completion_ids=c.completion_ids, behaviour_logprobs=c.logprobs,
+                reward=r, correct=r >= 1.0, advantage=a, policy_version=group.policy_version,
+                created_step=created_step, created_time=created_time,
+                group_reward_mean=sum(group.rewards) / len(group.rewards))
+        for i, (c, r, a) in enumerate(zip(group.completions, group.rewards, advantages))
+    ]
+
+
+def checked_pool_request(request) -> tuple[int, int] | None:
+    """What `pool_request` returned, checked: (prompts, samples_per_prompt) or None."""
+    if not request:
+        return None
+    if not (isinstance(request, (tuple, list)) and len(request) == 2
+            and all(isinstance(x, int) and x > 0 for x in request)):
+        raise StrategyFailure("garbage: pool_request() must return (prompts, samples_per_prompt) or None")
+    return tuple(request)
+
+
+def check_batch(sampled, batch_size: int, known: dict[int, Rollout]) -> tuple[list[Rollout], list[float] | None]:
+    """What `sample` returned, checked: train only on the engine's own copies of rollouts it handed over."""
+    weights = regroup = None
+    if isinstance(sampled, Batch):
+        sampled, weights, regroup = sampled.rollouts, sampled.weights, sampled.regroup
+        if weights is not None and (len(weights) != len(sampled) or not all(
+                isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in weights)):
+            raise StrategyFailure("garbage: Batch.weights must hold one finite, non-negative number per rollout")
+    if not isinstance(sampled, (list, tuple)) or len(sampled) != batch_size:
+        got = f"{len(sampled)} items" if isinstance(sampled, (list, tuple)) else type(sampled).__name__
+        raise StrategyFailure(f"garbage: sample() must return a list of exactly {batch_size} rollouts "
+                              f"or None, got {got}")
+    checked = []
+    for r in sampled:
+        if not isinstance(r, Rollout):
+            raise StrategyFailure(f"garbage: sample() returned a {type(r).__name__}, not a Rollout")
+        own = known.get(r.rollout_id)
+        if own is None:
+            raise StrategyFailure(f"fabricated: rollout {r.rollout_id} was never produced by the engine")
+        if own != r:
+            raise StrategyFailure(f"tampered: rollout {r.rollout_id} differs from the one the engine handed over")
+        checked.append(own)
+    if regroup:
+        checked = regrouped(checked, regroup)
+    return checked, None if weights is None else list(weights)
+
+
+def regrouped(batch: list[Rollout], regroup) -> list[Rollout]:
+    """The engine's own recompute of group-relative advantages over the sets the strategy named."""
+    seen: set[int] = set()
+    batch = list(batch)
+    for positions in regroup:
+        if not all(isinstance(i, int) and 0 <= i < len(batch) and i not in seen for i in positions):
+            raise StrategyFailure("garbage: Batch.regroup must be disjoint lists of batch positions")
+        seen.update(positions)
+        rewards = [batch[i].reward for i in positions]
+        mean = sum(rewards) / len(rewards) if rewards else 0.0
+        for i, advantage in zip(positions, group_advantages(rewards)):
+            batch[i] = dataclasses.replace(batch[i], advantage=advantage, group_reward_mean=mean)
+    return batch
+
+
+class StrategyLedger:
+    """Everything the engine records about its strategy. `trainer_step` counts the steps trained."""
+
+    def __init__(self, strategy: ReplayStrategy, seed: int, num_trainers: int):
+        self.strategy, self.num_trainers = strategy, num_trainers
+        self.rng = np.random.default_rng(strategy_seed(seed))
+        self.known: dict[int, Rollout] = {}  # every rollout handed to the strategy, by id
+        self.use_count: dict[int, int] = {}
+        self.last_used_step: dict[int, int] = {}
+        self.next_rollout_id = self.next_group_id = self.trainer_step = 0
+        self.staleness_total = 0  # sum over trained samples of (trainer version - rollout version)
+        self.calls, self.seconds = 0, 0.0  # the strategy's add / add_pool / sample calls and their wall time
+
+    def ctx(self) -> StrategyContext:
+        return StrategyContext(trainer_step=self.trainer_step, policy_version=self.trainer_step, rng=self.rng,
+                               use_count=MappingProxyType(self.use_count), num_trainers=self.num_trainers)
+
+    def _call(self, method: str, *args):
+        start = time.perf_counter()
+        try:
+            return getattr(self.strategy, method)(*args)
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.calls += 1
+
+    def register(self, group: PendingGroup, clock: float) -> list[Rollout]:
+        """Rollout records for a finished generation, kept as the engine's own."""
+        rollouts = build_rollouts(group, self.next_rollout_id, self.next_group_id, self.trainer_step, clock)
+        self.known.update((r.rollout_id, r) for r in rollouts)
+        self.next_rollout_id += len(rollouts)
+        self.next_group_id += 1
+        return rollouts
+
+    def pool_request(self) -> tuple[int, int] | None:
+        return checked_pool_request(self.strategy.pool_request())
+
+    def add_pool(self, groups: list[PendingGroup], clock: float) -> int:
+        """Hand the pool's groups over; returns the number of rollouts."""
+        rollouts = [r for group in groups for r in self.register(group, clock)]
+        self._call("add_pool", rollouts, self.ctx())
+        return len(rollouts)
+
+    def add(self, group: PendingGroup, clock: float) -> int:
+        """Hand one finished generation over; returns the number of rollouts."""
+        rollouts = self.register(group, clock)
+        self._call("add", list(rollouts), self.ctx())
+        return len(rollouts)
+
+    def sample(self, batch_size: int) -> tuple[list[Rollout], list[float] | None] | None:
+        """The checked batch and its weights, or None when the strategy waits for more data."""
+        sampled = self._call("sample", batch_size, self.ctx())
+        if sampled is None:
+            return None
+        return check_batch(sampled, batch_size, self.known)
+
+    def record_step(self, batch: list[Rollout]) -> dict:
+        """The batch has been trained: count its uses and staleness, advance the step; its usage metrics."""
+        step = self.trainer_step
+        staleness = [step - r.policy_version for r in batch]
+        since_last = [step - self.last_used_step[r.rollout_id] for r in batch if r.rollout_id in self.last_used_step]
+        for r in batch:
+            self.use_count[r.rollout_id] = self.use_count.get(r.rollout_id, 0) + 1
+            self.last_used_step[r.rollout_id] = step
+        self.trainer_step += 1
+        self.staleness_total += sum(staleness)
+        return dict(
+            offpolicy_mean=float(np.mean(staleness)), offpolicy_median=float(np.median(staleness)),
+            offpolicy_max=float(max(staleness)),
+            steps_since_last_use=float(np.mean(since_last)) if since_last else 0.0,
+            reused_fraction=len(since_last) / len(batch),
+            reward=float(np.mean([r.reward for r in batch])),
+            response_length=float(np.mean([len(r.completion_ids) for r in batch])),
+        )
+
+    def usage(self) -> dict:
+        """What the run summary needs from the ledger."""
+        return {"use_count": dict(self.use_count), "staleness_total": self.staleness_total,
+                "strategy_calls": self.calls, "strategy_seconds": self.seconds}
+
+    # ---- checkpoints ----------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"strategy": self.strategy.state_dict(), "rng": self.rng.bit_generator.state,
+                "known": self.known, "use_count": self.use_count, "last_used_step": self.last_used_step,
+                "next_rollout_id": self.next_rollout_id, "next_group_id": self.next_group_id,
+                "trainer_step": self.trainer_step, "staleness_total": self.staleness_total,
+                "calls": self.calls, "seconds": self.seconds}
+
+    def load_state_dict(self, state: dict) -> None:
+        state = dict(state)
+        self.strategy.load_state_dict(state.pop("strategy"))
+        self.rng.bit_generator.state = state.pop("rng")
+        vars(self).update(state)

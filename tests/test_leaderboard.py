@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import leaderboard
+import benchmark.leaderboard.build
 from benchmark.cli import main
+from benchmark.leaderboard.build import SCHEMA, score_from_mlflow
+from benchmark.leaderboard.compliance import differing_settings, digest
+from benchmark.leaderboard.render import table_rows
 from benchmark.workload import load_workload
 
 WORKLOAD = "arith-tiny"
@@ -28,7 +31,7 @@ def make_run(c, exp, strategy, seed, accs=None, workers=5, trainers=3, status="f
     config = {"workload": w.to_dict(), "strategy": {"name": strategy, "path": f"baselines/{strategy}.py",
                                                     "sha256": f"sha-{strategy}", "params": params or {}},
               "seed": seed}
-    group = leaderboard._digest({k: v for k, v in config.items() if k != "seed"})[:16]
+    group = digest({k: v for k, v in config.items() if k != "seed"})[:16]
     tags = {"replaybench.workload": workload, "replaybench.workload_version": w.version,
             "replaybench.strategy": strategy, "replaybench.group": group, "replaybench.seed": str(seed),
             "replaybench.status": status}
@@ -104,7 +107,7 @@ def test_freeze_build_and_agree(store, capsys):
     table = capsys.readouterr().out
     results = json.loads((out / "results.json").read_text())
     md = (out / "LEADERBOARD.md").read_text()
-    assert results["schema"] == leaderboard.SCHEMA
+    assert results["schema"] == SCHEMA
 
     entries = results["entries"]
     assert [e["strategy"] for e in entries] == ["fifo_uniform", "on_policy", "slowpoke"]
@@ -146,7 +149,7 @@ def test_freeze_build_and_agree(store, capsys):
     assert ids["failed"] in md and "failed: StrategyError" in md and "failed: StrategyError" in table
 
     # the terminal table, the markdown and the JSON list the same entries in the same order, same numbers
-    header, rows = leaderboard.table_rows(results)
+    header, rows = table_rows(results)
     md_rows = [line for line in md.splitlines() if line.startswith("| ") and re.match(r"\| \d+ \| \d+ \[", line)]
     assert [r.split(" | ")[2] for r in md_rows] == [row[2] for row in rows]
     positions = [table.index(row[2]) for row in rows]
@@ -164,7 +167,7 @@ def test_build_is_atomic_and_track_filter(store, capsys, monkeypatch):
     def boom(results):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(leaderboard, "render_markdown", boom)
+    monkeypatch.setattr(benchmark.leaderboard.build, "render_markdown", boom)
     with pytest.raises(RuntimeError):
         lb("build", "--targets", targets, "--out", out)
     assert {p.name: p.read_text() for p in out.iterdir()} == before  # no temp files left, nothing half-written
@@ -173,7 +176,7 @@ def test_build_is_atomic_and_track_filter(store, capsys, monkeypatch):
 
     c = client()
     make_run(c, experiment_id(c, WORKLOAD), "side_track", 0, [0.6], track="gpu")
-    results = leaderboard.score_from_mlflow(WORKLOAD, track="gpu", targets_dir=targets)
+    results = score_from_mlflow(WORKLOAD, track="gpu", targets_dir=targets)
     # the track's own entries plus the frozen reference, which every track is measured against
     assert sorted(e["strategy"] for e in results["entries"]) == ["on_policy", "side_track"]
     side = next(e for e in results["entries"] if e["strategy"] == "side_track")
@@ -182,8 +185,6 @@ def test_build_is_atomic_and_track_filter(store, capsys, monkeypatch):
 
 
 def test_memory_settings_never_make_a_run_non_compliant():
-    from benchmark.leaderboard import differing_settings
-
     official = {"budget": 2400000.0, "grpo.lr": 1e-4}
     run = {"budget": 2400000.0, "grpo.lr": 1e-4, "grpo.micro_batch_size": 4, "grpo.gradient_checkpointing": True}
     assert differing_settings(run, official) == []

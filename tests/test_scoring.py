@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from benchmark import scoring
-from benchmark.scoring import SeedResult
+from benchmark.leaderboard import scoring
+from benchmark.leaderboard.scoring import SeedResult
 
 BUDGET = 1000.0
 

@@ -1,6 +1,7 @@
 """The leaderboard end to end on fake finished runs in a temp MLflow store (no training)."""
 
 import json
+import math
 import re
 import tempfile
 from pathlib import Path
@@ -9,7 +10,7 @@ import pytest
 
 import benchmark.leaderboard.build
 from benchmark.cli import main
-from benchmark.leaderboard.build import SCHEMA, score_from_mlflow
+from benchmark.leaderboard.build import SCHEMA, results_json, score_from_mlflow
 from benchmark.leaderboard.compliance import differing_settings, digest
 from benchmark.leaderboard.render import table_rows
 from benchmark.workload import load_workload
@@ -149,7 +150,11 @@ def test_freeze_build_and_agree(store, capsys):
     assert ids["failed"] in md and "failed: StrategyError" in md and "failed: StrategyError" in table
 
     # the terminal table, the markdown and the JSON list the same entries in the same order, same numbers
-    header, rows = table_rows(results)
+    # (the results dict holds never reached as math.inf; results.json spells it "inf")
+    scored = score_from_mlflow(targets_dir=targets)
+    assert scored["entries"][2]["workloads"][WORKLOAD]["compute_to_target"]["median"] == math.inf
+    assert json.loads(results_json(scored))["entries"] == entries
+    header, rows = table_rows(scored)
     md_rows = [line for line in md.splitlines() if line.startswith("| ") and re.match(r"\| \d+ \| \d+ \[", line)]
     assert [r.split(" | ")[2] for r in md_rows] == [row[2] for row in rows]
     positions = [table.index(row[2]) for row in rows]
@@ -189,3 +194,4 @@ def test_memory_settings_never_make_a_run_non_compliant():
     run = {"budget": 2400000.0, "grpo.lr": 1e-4, "grpo.micro_batch_size": 4, "grpo.gradient_checkpointing": True}
     assert differing_settings(run, official) == []
     assert differing_settings({**run, "grpo.lr": 3e-4}, official) == ["grpo.lr"]
+

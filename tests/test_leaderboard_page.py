@@ -5,7 +5,6 @@ from file:// and from `replaybench leaderboard serve`. A screenshot is saved und
 
 import contextlib
 import html
-import json
 import os
 import re
 import shutil
@@ -20,7 +19,7 @@ from test_leaderboard import WORKLOAD, make_run
 
 import benchmark.leaderboard.build
 from benchmark.cli import main
-from benchmark.leaderboard.build import build
+from benchmark.leaderboard.build import build, results_json
 from benchmark.leaderboard.page import render_html
 from benchmark.leaderboard.plots import pareto_front
 from benchmark.leaderboard.render import table_rows
@@ -71,14 +70,14 @@ def board(tmp_path_factory):
         ids["override"] = make_run(c, exp, "fifo_uniform", 9, [0.9], overrides={"budget": 600_000})
         targets, out = root / "targets", root / "board"
         assert main(["leaderboard", "freeze-target", "--workload", WORKLOAD, "--targets", str(targets)]) == 0
-        assert main(["leaderboard", "build", "--targets", str(targets), "--out", str(out)]) == 0
-        results = json.loads((out / "results.json").read_text())
+        results = build(out, targets_dir=targets)
     return {"out": out, "results": results, "ids": ids, "targets": targets}
 
 
 def test_results_carry_what_the_page_plots(board):
     results = board["results"]
     assert results["schema"] == "replaybench-leaderboard/2"
+    assert (board["out"] / "results.json").read_text() == results_json(results)
     assert [e["strategy"] for e in results["entries"]] == ["fifo_uniform", "on_policy", "slowpoke"]
     for e in results["entries"]:
         d = e["workloads"][WORKLOAD]
@@ -265,8 +264,7 @@ def multi_board(tmp_path_factory):
         targets, out = root / "targets", root / "board"
         for w in MULTI:
             assert main(["leaderboard", "freeze-target", "--workload", w, "--targets", str(targets)]) == 0
-        assert main(["leaderboard", "build", "--targets", str(targets), "--out", str(out)]) == 0
-        results = json.loads((out / "results.json").read_text())
+        results = build(out, targets_dir=targets)
     return {"out": out, "results": results}
 
 
@@ -301,7 +299,7 @@ def test_multi_workload_page_in_chromium(multi_board, browser, tmp_path):
 def test_serve_serves_the_folder_and_stops_on_ctrl_c(board, served):
     url, proc = served
     with urllib.request.urlopen(url + "results.json", timeout=10) as response:
-        assert json.loads(response.read()) == board["results"]
+        assert response.read() == (board["out"] / "results.json").read_bytes()
     with urllib.request.urlopen(url, timeout=10) as response:
         assert response.read() == (board["out"] / "index.html").read_bytes()
     proc.send_signal(signal.SIGINT)  # Ctrl-C

@@ -15,7 +15,7 @@ import numpy as np
 from benchmark import tracking
 from benchmark.leaderboard import LeaderboardError, scoring
 from benchmark.leaderboard.compliance import compliance_problem, dedupe_seeds, digest, exclusion_reason
-from benchmark.leaderboard.files import json_values, write_atomic
+from benchmark.leaderboard.files import json_values, plain_values, write_atomic
 from benchmark.leaderboard.page import render_html
 from benchmark.leaderboard.render import render_markdown
 from benchmark.leaderboard.store import RunRecord, load_runs, reading_store
@@ -54,7 +54,8 @@ def _workload_record(group: str, score: scoring.WorkloadScore, runs: list[RunRec
 
 def build_results(records: list[RunRecord], targets: dict[str, dict], track: str | None = None,
                   resamples: int = scoring.BOOTSTRAP_RESAMPLES, tracking_uri: str | None = None) -> dict:
-    """The whole leaderboard as a JSON-ready dict; every number traces to MLflow run ids."""
+    """The whole leaderboard as a dict of plain Python values (never reached: math.inf); every number traces
+    to MLflow run ids."""
     workloads = sorted(targets)
     ref_ids = {rid for t in targets.values() for rid in t["run_ids"]}
     excluded, unscored = [], {}
@@ -152,7 +153,7 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
     entries.sort(key=lambda e: (e["rank"], -e["performance_profile"], e["label"]))
     excluded.sort(key=lambda e: (e["workload"], e["strategy"], e["group"], e["seed"] if e["seed"] is not None else -1,
                                  e["run_id"]))
-    return json_values({
+    return plain_values({
         "schema": SCHEMA,
         "generated": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
         "code_version": code_version(),
@@ -195,8 +196,9 @@ def score_from_mlflow(workload: str | None = None, track: str | None = None,
 
 
 def results_json(results: dict) -> str:
-    """results.json's text: indented, but each list of plain values (a curve, run ids) on one line."""
-    text = json.dumps(results, indent=2, allow_nan=False)
+    """results.json's text: indented, but each list of plain values (a curve, run ids) on one line;
+    infinity as the string "inf"."""
+    text = json.dumps(json_values(results), indent=2, allow_nan=False)
     # JSON strings hold no raw newline, so only the layout between a flat list's items is rewritten
     return re.sub(r"\[\n\s+([^\[\]{}]*?)\n\s*\]", lambda m: "[" + re.sub(r",\n\s+", ", ", m.group(1)) + "]",
                   text) + "\n"

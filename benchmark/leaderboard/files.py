@@ -1,5 +1,5 @@
-"""Writing the published files (results.json, LEADERBOARD.md, index.html, the targets): atomically, and in
-JSON, which has no infinity."""
+"""The published files (results.json, LEADERBOARD.md, index.html, the targets): the values they hold, and
+writing them atomically."""
 
 from __future__ import annotations
 
@@ -11,18 +11,28 @@ from pathlib import Path
 import numpy as np
 
 
+def plain_values(obj):
+    """numpy scalars -> Python numbers, tuples -> lists, nan -> None (undefined: null in JSON, "-" in a table).
+    Infinities stay floats."""
+    return _converted(obj, spell_infinity=False)
+
+
 def json_values(obj):
-    """inf -> "inf" (JSON has no infinity), nan -> null, numpy scalars -> Python."""
+    """plain_values, and inf -> "inf", -inf -> "-inf": JSON has no infinity."""
+    return _converted(obj, spell_infinity=True)
+
+
+def _converted(obj, spell_infinity: bool):
     if isinstance(obj, dict):
-        return {k: json_values(v) for k, v in obj.items()}
+        return {k: _converted(v, spell_infinity) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [json_values(v) for v in obj]
+        return [_converted(v, spell_infinity) for v in obj]
     if isinstance(obj, (np.floating, np.integer)):
         obj = obj.item()
     if isinstance(obj, float):
         if math.isnan(obj):
             return None
-        if math.isinf(obj):
+        if math.isinf(obj) and spell_infinity:
             return "inf" if obj > 0 else "-inf"
     return obj
 

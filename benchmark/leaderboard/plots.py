@@ -33,10 +33,8 @@ def _figure(width: float, height: float, ncols: int = 1):
 
 
 def as_float(x) -> float:
-    """A results number as a float: "inf" -> inf, None -> nan."""
-    if x is None:
-        return math.nan
-    return math.inf if x == "inf" else float(x)
+    """A results number as a float, undefined (None) as nan."""
+    return math.nan if x is None else float(x)
 
 
 def _legend_label(e: dict) -> str:

@@ -7,19 +7,18 @@ import math
 
 
 def format_number(x, fmt="{:.3f}") -> str:
+    """A number as the tables show it: undefined (None) as "-", never reached (inf) as "∞"."""
     if x is None:
         return "-"
-    if x == "inf" or (isinstance(x, float) and math.isinf(x)):
-        return "∞"
+    if math.isinf(x):
+        return "∞" if x > 0 else "-∞"
     return fmt.format(x)
 
 
 def format_compute(x) -> str:
-    """Compute units, short: 840k, 1.32M."""
-    if x is None:
-        return "-"
-    if x == "inf":
-        return "∞"
+    """Compute units, short: 840k, 1.32M; None as "-", inf as "∞"."""
+    if x is None or math.isinf(x):
+        return format_number(x)
     return f"{x / 1e6:.2f}M" if abs(x) >= 1e6 else f"{x / 1e3:.0f}k" if abs(x) >= 1e3 else f"{x:.0f}"
 
 

@@ -6,7 +6,7 @@ Builds a throw-away MLflow store (SQLite + local artifacts, like runs/) with syn
 runs of arith-tiny (summary.json with a 21-point evaluation curve, the runner's tags, a
 train/entropy metric; 1% of the runs failed), freezes the target from the on_policy runs, then
 times each stage of `replaybench leaderboard build`: reading MLflow (search + summaries), the
-scoring itself (benchmark.leaderboard.build_results: per-seed statistics, bootstrap, ranks), and
+scoring itself (benchmark.leaderboard.build.build_results: per-seed statistics, bootstrap, ranks), and
 rendering the table, the markdown, the JSON and the page. Creating the store is timed too but is not what is
 measured (the target is scoring <= 5 s at 10,000 runs). By default the store is filled by copying
 one MlflowClient-made run's rows straight into SQLite (seconds for 10,000 runs); --api makes every
@@ -135,7 +135,11 @@ def main() -> int:
     os.environ["REPLAYBENCH_RUNS_DIR"] = tmp
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp}/mlflow.db"
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    from benchmark import leaderboard
+    from benchmark.leaderboard.build import build_results, results_json
+    from benchmark.leaderboard.page import render_html
+    from benchmark.leaderboard.render import print_leaderboard, render_markdown
+    from benchmark.leaderboard.store import load_runs
+    from benchmark.leaderboard.targets import freeze_target, load_target
 
     rows = []
     try:
@@ -146,17 +150,17 @@ def main() -> int:
         rows.append(("create store (not scored)", time.perf_counter() - t, f"{made}"))
 
         t = time.perf_counter()
-        records = leaderboard.load_runs([WORKLOAD])
+        records = load_runs([WORKLOAD])
         rows.append(("read MLflow: search + summary.json", time.perf_counter() - t, f"{len(records)} runs"))
 
         targets_dir = Path(tmp) / "targets"
         t = time.perf_counter()
-        leaderboard.freeze_target(WORKLOAD, records, targets_dir, force=True)
+        freeze_target(WORKLOAD, records, targets_dir, force=True)
         rows.append(("freeze-target", time.perf_counter() - t, ""))
-        targets = {WORKLOAD: leaderboard.load_target(WORKLOAD, targets_dir)}
+        targets = {WORKLOAD: load_target(WORKLOAD, targets_dir)}
 
         t = time.perf_counter()
-        results = leaderboard.build_results(records, targets, resamples=args.resamples)
+        results = build_results(records, targets, resamples=args.resamples)
         scoring_s = time.perf_counter() - t
         rows.append(("scoring (build_results)", scoring_s,
                      f"{len(results['entries'])} ranked, {len(results['not_ranked'])} not ranked, "
@@ -165,14 +169,13 @@ def main() -> int:
         t = time.perf_counter()
         from rich.console import Console
 
-        leaderboard.print_leaderboard(results, Console(file=io.StringIO(), width=250))
+        print_leaderboard(results, Console(file=io.StringIO(), width=250))
         rows.append(("rich table", time.perf_counter() - t, ""))
         t = time.perf_counter()
-        md = leaderboard.render_markdown(results)
-        payload = leaderboard.results_json(results)
+        md = render_markdown(results)
+        payload = results_json(results)
         sizes = f"{len(md) / 1e6:.1f} MB + {len(payload) / 1e6:.1f} MB"
         rows.append(("markdown + JSON", time.perf_counter() - t, sizes))
-        from benchmark.leaderboard_page import render_html
 
         t = time.perf_counter()
         page = render_html(results)

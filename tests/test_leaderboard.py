@@ -1,14 +1,22 @@
 """The leaderboard end to end on fake finished runs in a temp MLflow store (no training)."""
 
 import json
+import math
 import re
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from benchmark import leaderboard
+import benchmark.leaderboard.build
 from benchmark.cli import main
+from benchmark.leaderboard.build import SCHEMA, build_results, results_json, score_from_mlflow
+from benchmark.leaderboard.compliance import canonical_workload, differing_settings, digest
+from benchmark.leaderboard.render import render_markdown, table_rows
+from benchmark.leaderboard.store import RunRecord
+from benchmark.leaderboard.targets import freeze_target
 from benchmark.workload import load_workload
 
 WORKLOAD = "arith-tiny"
@@ -28,7 +36,7 @@ def make_run(c, exp, strategy, seed, accs=None, workers=5, trainers=3, status="f
     config = {"workload": w.to_dict(), "strategy": {"name": strategy, "path": f"baselines/{strategy}.py",
                                                     "sha256": f"sha-{strategy}", "params": params or {}},
               "seed": seed}
-    group = leaderboard._digest({k: v for k, v in config.items() if k != "seed"})[:16]
+    group = digest({k: v for k, v in config.items() if k != "seed"})[:16]
     tags = {"replaybench.workload": workload, "replaybench.workload_version": w.version,
             "replaybench.strategy": strategy, "replaybench.group": group, "replaybench.seed": str(seed),
             "replaybench.status": status}
@@ -104,7 +112,7 @@ def test_freeze_build_and_agree(store, capsys):
     table = capsys.readouterr().out
     results = json.loads((out / "results.json").read_text())
     md = (out / "LEADERBOARD.md").read_text()
-    assert results["schema"] == leaderboard.SCHEMA
+    assert results["schema"] == SCHEMA
 
     entries = results["entries"]
     assert [e["strategy"] for e in entries] == ["fifo_uniform", "on_policy", "slowpoke"]
@@ -146,7 +154,11 @@ def test_freeze_build_and_agree(store, capsys):
     assert ids["failed"] in md and "failed: StrategyError" in md and "failed: StrategyError" in table
 
     # the terminal table, the markdown and the JSON list the same entries in the same order, same numbers
-    header, rows = leaderboard.table_rows(results)
+    # (the results dict holds never reached as math.inf; results.json spells it "inf")
+    scored = score_from_mlflow(targets_dir=targets)
+    assert scored["entries"][2]["workloads"][WORKLOAD]["compute_to_target"]["median"] == math.inf
+    assert json.loads(results_json(scored))["entries"] == entries
+    header, rows = table_rows(scored)
     md_rows = [line for line in md.splitlines() if line.startswith("| ") and re.match(r"\| \d+ \| \d+ \[", line)]
     assert [r.split(" | ")[2] for r in md_rows] == [row[2] for row in rows]
     positions = [table.index(row[2]) for row in rows]
@@ -164,7 +176,7 @@ def test_build_is_atomic_and_track_filter(store, capsys, monkeypatch):
     def boom(results):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(leaderboard, "render_markdown", boom)
+    monkeypatch.setattr(benchmark.leaderboard.build, "render_markdown", boom)
     with pytest.raises(RuntimeError):
         lb("build", "--targets", targets, "--out", out)
     assert {p.name: p.read_text() for p in out.iterdir()} == before  # no temp files left, nothing half-written
@@ -173,7 +185,7 @@ def test_build_is_atomic_and_track_filter(store, capsys, monkeypatch):
 
     c = client()
     make_run(c, experiment_id(c, WORKLOAD), "side_track", 0, [0.6], track="gpu")
-    results = leaderboard.score_from_mlflow(WORKLOAD, track="gpu", targets_dir=targets)
+    results = score_from_mlflow(WORKLOAD, track="gpu", targets_dir=targets)
     # the track's own entries plus the frozen reference, which every track is measured against
     assert sorted(e["strategy"] for e in results["entries"]) == ["on_policy", "side_track"]
     side = next(e for e in results["entries"] if e["strategy"] == "side_track")
@@ -182,9 +194,129 @@ def test_build_is_atomic_and_track_filter(store, capsys, monkeypatch):
 
 
 def test_memory_settings_never_make_a_run_non_compliant():
-    from benchmark.leaderboard import differing_settings
-
     official = {"budget": 2400000.0, "grpo.lr": 1e-4}
     run = {"budget": 2400000.0, "grpo.lr": 1e-4, "grpo.micro_batch_size": 4, "grpo.gradient_checkpointing": True}
     assert differing_settings(run, official) == []
     assert differing_settings({**run, "grpo.lr": 3e-4}, official) == ["grpo.lr"]
+
+
+# ---- the rules on in-memory runs (no MLflow) ---------------------------------------------------
+EVERY = 120_000  # arith-tiny evaluates every 120k units of its 2.4M budget
+
+
+def reaching_at(k: int) -> list[float]:
+    """Accuracies that first reach 0.5 (above the targets below) at the k-th evaluation (compute k x 120k)."""
+    return [0.1] * k + [0.5]
+
+
+def record(workload, strategy, seed, accs, version="1", workers=5, trainers=3) -> RunRecord:
+    """A finished run with its summary, as load_runs returns it; every workload here has arith-tiny's settings."""
+    w = load_workload(WORKLOAD, {"pipeline.workers": workers, "pipeline.trainers": trainers})
+    run_id = f"{workload}-{strategy}-{seed}-v{version}"
+    summary = {"eval_curve": fake_curve(w.budget, EVERY, accs), "mlflow_run_id": run_id, "seed": seed,
+               "config": {"workload": w.to_dict(), "seed": seed,
+                          "strategy": {"name": strategy, "sha256": f"sha-{strategy}", "params": {}}}}
+    return RunRecord(run_id=run_id, workload=workload, strategy=strategy, group=f"group-{strategy}", seed=seed,
+                     status="finished", mlflow_status="FINISHED", track="main", workload_version=version,
+                     start_time=seed, entropy=None, summary=summary)
+
+
+def frozen(reference_runs: list[RunRecord], reference_ctt: float) -> dict:
+    """A target as freeze_target writes it (0.49 target accuracy), for arith-tiny's settings."""
+    w = load_workload(WORKLOAD)
+    return {"workload_version": "1", "workload_config": canonical_workload(w.to_dict()), "budget": float(w.budget),
+            "target_accuracy": 0.49, "reference_compute_to_target": reference_ctt,
+            "created": "2026-01-01T00:00:00+00:00", "run_ids": [r.run_id for r in reference_runs],
+            "reference": {"workers": 6, "trainers": 2}}
+
+
+@pytest.fixture(scope="module")
+def two_workloads():
+    """Two workloads; the reference reaches the target at 960k on both. Entries: `lopsided` 4x as fast on alpha and
+    as fast on beta, `even` 2x on both, `two_seeds`, `half_done` (alpha only), `stale` (only runs of another
+    workload version), and a run of `even` of another workload version that would beat its other seeds."""
+    records, targets = [], {}
+    for w in ("alpha", "beta"):
+        ref = [record(w, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
+        records += ref
+        targets[w] = frozen(ref, 8 * EVERY)
+        records += [record(w, "lopsided", s, reaching_at(2 if w == "alpha" else 8)) for s in range(4)]
+        records += [record(w, "even", s, reaching_at(4)) for s in range(4)]
+        records.append(record(w, "even", 4, reaching_at(1), version="0"))
+        records += [record(w, "two_seeds", s, reaching_at(6)) for s in range(2)]
+        records += [record(w, "stale", s, reaching_at(1), version="0") for s in range(4)]
+    records += [record("alpha", "half_done", s, reaching_at(1)) for s in range(4)]
+    results = build_results(records, targets, resamples=200)
+    return {"results": results, "by_strategy": {e["strategy"]: e for e in results["entries"]},
+            "markdown": render_markdown(results)}
+
+
+def test_score_is_the_geometric_mean_of_the_workload_speedups(two_workloads):
+    lopsided, even = two_workloads["by_strategy"]["lopsided"], two_workloads["by_strategy"]["even"]
+    assert [lopsided["workloads"][w]["speedup"]["median"] for w in ("alpha", "beta")] == [4.0, 1.0]
+    # geometric mean of 4 and 1: 2 (the arithmetic mean would be 2.5 and rank it above `even`)
+    assert lopsided["score"]["speedup_geomean"] == pytest.approx(2.0)
+    assert even["score"]["speedup_geomean"] == pytest.approx(2.0)
+    assert lopsided["rank"] == even["rank"] == 1
+    assert two_workloads["by_strategy"]["on_policy"]["score"]["speedup_geomean"] == 1.0
+
+
+def test_runs_of_another_workload_version_are_not_scored(two_workloads):
+    results = two_workloads["results"]
+    even = two_workloads["by_strategy"]["even"]
+    assert [even["workloads"][w]["n_seeds"] for w in ("alpha", "beta")] == [4, 4]  # the version-0 seed 4 is not used
+    assert even["workloads"]["alpha"]["speedup"]["median"] == 2.0
+    reasons = {x["run_id"]: x["reason"] for x in results["excluded_runs"]}
+    for w in ("alpha", "beta"):
+        assert reasons[f"{w}-even-4-v0"] == "non-compliant: workload version 0, the target is for version 1"
+    assert "stale" not in two_workloads["by_strategy"]
+    stale = next(n for n in results["not_ranked"] if n["strategy"] == "stale")
+    assert stale["reason"].startswith("no usable run (8 excluded): non-compliant: workload version 0")
+    assert "| alpha | stale | 0 | `alpha-stale-0-v0` | non-compliant: workload version 0" in two_workloads["markdown"]
+
+
+def test_freeze_target_ignores_reference_runs_of_another_version(tmp_path):
+    current = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
+    older = [record(WORKLOAD, "on_policy", s, reaching_at(1), version="0", workers=6, trainers=2) for s in range(4, 8)]
+    target = freeze_target(WORKLOAD, current + older, tmp_path)
+    assert target["run_ids"] == [r.run_id for r in current]
+    assert target["reference_compute_to_target"] == 8 * EVERY
+
+
+def test_an_entry_missing_a_workload_is_listed_as_incomplete_not_ranked(two_workloads):
+    results, md = two_workloads["results"], two_workloads["markdown"]
+    assert sorted(results["workloads"]) == ["alpha", "beta"]
+    assert sorted(two_workloads["by_strategy"]) == ["even", "lopsided", "on_policy", "two_seeds"]
+    half = next(n for n in results["not_ranked"] if n["strategy"] == "half_done")
+    assert half["reason"] == "incomplete: no finished compliant run on beta"
+    assert half["run_ids"] == [f"alpha-half_done-{s}-v1" for s in range(4)]
+    assert f"| {half['key']} | incomplete: no finished compliant run on beta | 4 |" in md
+    # one speedup column per workload, seeds per workload, and the flag of each workload short of seeds
+    header = next(line for line in md.splitlines() if line.startswith("| band |"))
+    assert "| speedup alpha | speedup beta | flags |" in header
+    two = two_workloads["by_strategy"]["two_seeds"]
+    assert two["flags"] == ["2 seeds on alpha (< 4)", "2 seeds on beta (< 4)"]
+    row = next(line for line in md.splitlines() if "| two_seeds |" in line)
+    assert "| 2/2 |" in row and row.endswith("| 2 seeds on alpha (< 4); 2 seeds on beta (< 4) |")
+
+
+def test_never_reached_is_infinite_in_the_results_and_inf_in_json():
+    w = load_workload(WORKLOAD)
+    ref = [record("alpha", "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
+    never = [record("alpha", "never", s, [0.1, 0.2]) for s in range(4)]
+    results = build_results(ref + never, {"alpha": frozen(ref, 8 * EVERY)}, resamples=50)
+    entry = next(e for e in results["entries"] if e["strategy"] == "never")
+    ctt = entry["workloads"]["alpha"]["compute_to_target"]
+    assert ctt["median"] == ctt["q1"] == math.inf and ctt["iqr"] is None
+    assert entry["score"]["speedup_geomean"] == pytest.approx(8 * EVERY / (w.budget + 1))
+    assert json.loads(results_json(results))["entries"][1]["workloads"]["alpha"]["compute_to_target"] == {
+        "median": "inf", "q1": "inf", "q3": "inf", "iqr": None}
+    assert "| ∞ [∞, ∞] |" in render_markdown(results)
+
+
+def test_importing_the_package_loads_neither_mlflow_nor_matplotlib():
+    code = ("import sys, benchmark.leaderboard.cli; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'mlflow', 'matplotlib'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout
+    assert out.strip() == "[]"

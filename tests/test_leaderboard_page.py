@@ -4,7 +4,7 @@ from file:// and from `replaybench leaderboard serve`. A screenshot is saved und
 (default: the test's temp folder)."""
 
 import contextlib
-import json
+import html
 import os
 import re
 import shutil
@@ -17,8 +17,12 @@ from pathlib import Path
 import pytest
 from test_leaderboard import WORKLOAD, make_run
 
-from benchmark import leaderboard, leaderboard_page
+import benchmark.leaderboard.build
 from benchmark.cli import main
+from benchmark.leaderboard.build import build, results_json
+from benchmark.leaderboard.page import render_html
+from benchmark.leaderboard.plots import pareto_front
+from benchmark.leaderboard.render import table_rows
 
 INSTALL = "apt-get install -y chromium chromium-driver, and pip install selenium (the dev extra)"
 PLOTS = ("curves", "pareto", "replay")
@@ -66,14 +70,14 @@ def board(tmp_path_factory):
         ids["override"] = make_run(c, exp, "fifo_uniform", 9, [0.9], overrides={"budget": 600_000})
         targets, out = root / "targets", root / "board"
         assert main(["leaderboard", "freeze-target", "--workload", WORKLOAD, "--targets", str(targets)]) == 0
-        assert main(["leaderboard", "build", "--targets", str(targets), "--out", str(out)]) == 0
-        results = json.loads((out / "results.json").read_text())
+        results = build(out, targets_dir=targets)
     return {"out": out, "results": results, "ids": ids, "targets": targets}
 
 
 def test_results_carry_what_the_page_plots(board):
     results = board["results"]
     assert results["schema"] == "replaybench-leaderboard/2"
+    assert (board["out"] / "results.json").read_text() == results_json(results)
     assert [e["strategy"] for e in results["entries"]] == ["fifo_uniform", "on_policy", "slowpoke"]
     for e in results["entries"]:
         d = e["workloads"][WORKLOAD]
@@ -93,20 +97,20 @@ def test_page_is_self_contained_and_agrees_with_the_table(board):
     results = board["results"]
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched from anywhere
     assert page.count("<svg") == len(PLOTS) and "<script src" not in page
-    header, rows = leaderboard.table_rows(results)
+    header, rows = table_rows(results)
     for row in rows:
         for cell in row:
-            assert f">{leaderboard_page._esc(cell)}</td>" in page
+            assert f">{html.escape(cell, quote=True)}</td>" in page
     for run_id in board["ids"].values():  # every run, scored or excluded, is on the page by id
         assert run_id in page
     assert "failed: StrategyError: sample() returned 3 rollouts" in page and "non-compliant" in page
     # rendering is deterministic: the same results give the same bytes, plots included
-    assert leaderboard_page.render_html(results) == page
+    assert render_html(results) == page
     assert "<dc:date>" not in page
 
 
 def test_pareto_front():
-    assert leaderboard_page.pareto_front([(1, 0.5), (2, 0.7), (1.5, 0.4), (3, 0.6), (0.5, 0.3)]) == [4, 0, 1]
+    assert pareto_front([(1, 0.5), (2, 0.7), (1.5, 0.4), (3, 0.6), (0.5, 0.3)]) == [4, 0, 1]
 
 
 def test_build_writes_the_page_atomically(board, tmp_path, monkeypatch):
@@ -117,9 +121,9 @@ def test_build_writes_the_page_atomically(board, tmp_path, monkeypatch):
     def boom(results):
         raise RuntimeError("plotting failed")
 
-    monkeypatch.setattr(leaderboard_page, "render_html", boom)
+    monkeypatch.setattr(benchmark.leaderboard.build, "render_html", boom)
     with pytest.raises(RuntimeError):
-        leaderboard.build(out, targets_dir=board["targets"])
+        build(out, targets_dir=board["targets"])
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing rewritten, no temp files
 
 
@@ -172,7 +176,7 @@ def check_page(browser, url: str, results: dict, screenshot: Path | None = None)
     browser.get(url)
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert not errors, errors
-    _, rows = leaderboard.table_rows(results)
+    _, rows = table_rows(results)
     labels = [row[2] for row in rows]
     assert ranking_labels(browser) == labels  # one row per entry, in rank order
     assert len(labels) == len(results["entries"])
@@ -260,8 +264,7 @@ def multi_board(tmp_path_factory):
         targets, out = root / "targets", root / "board"
         for w in MULTI:
             assert main(["leaderboard", "freeze-target", "--workload", w, "--targets", str(targets)]) == 0
-        assert main(["leaderboard", "build", "--targets", str(targets), "--out", str(out)]) == 0
-        results = json.loads((out / "results.json").read_text())
+        results = build(out, targets_dir=targets)
     return {"out": out, "results": results}
 
 
@@ -273,7 +276,7 @@ def test_multi_workload_page_in_chromium(multi_board, browser, tmp_path):
     assert any("one_workload" in n["key"] for n in results["not_ranked"])
     page = (multi_board["out"] / "index.html").read_text()
     assert page.count("<svg") == len(PLOTS) * len(MULTI)  # one set of plots per workload
-    assert leaderboard_page.render_html(results) == page
+    assert render_html(results) == page
     shot = artefact_dir(tmp_path) / "leaderboard_page_multi.png"
     check_page(browser, (multi_board["out"] / "index.html").as_uri(), results, screenshot=shot)
     for w in MULTI:  # each workload's section is linked from the top and holds its own three plots
@@ -285,7 +288,7 @@ def test_multi_workload_page_in_chromium(multi_board, browser, tmp_path):
     th = browser.find_element(By.XPATH, f'//table[@id="ranking"]//th[normalize-space()="{header}"]')
     th.click()
     th.click()
-    col = leaderboard.table_rows(results)[0].index(header)
+    col = table_rows(results)[0].index(header)
     shown = [float(r.find_elements(By.TAG_NAME, "td")[col].text)
              for r in browser.find_elements(By.CSS_SELECTOR, "#ranking tbody tr")]
     assert shown == sorted(shown, reverse=True) and len(shown) == 6
@@ -296,7 +299,7 @@ def test_multi_workload_page_in_chromium(multi_board, browser, tmp_path):
 def test_serve_serves_the_folder_and_stops_on_ctrl_c(board, served):
     url, proc = served
     with urllib.request.urlopen(url + "results.json", timeout=10) as response:
-        assert json.loads(response.read()) == board["results"]
+        assert response.read() == (board["out"] / "results.json").read_bytes()
     with urllib.request.urlopen(url, timeout=10) as response:
         assert response.read() == (board["out"] / "index.html").read_bytes()
     proc.send_signal(signal.SIGINT)  # Ctrl-C

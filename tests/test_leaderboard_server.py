@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from test_leaderboard import WORKLOAD, make_run
 
-from benchmark import leaderboard
 from benchmark.cli import main
+from benchmark.leaderboard import store
 
 FILES = ("results.json", "LEADERBOARD.md", "index.html")
 
@@ -155,14 +155,14 @@ def test_server_stopping_mid_build_leaves_the_files_intact(boards, server, tmp_p
     monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
     # the server dies once the runs are listed, while their summaries are being downloaded
-    read_summary, lock = leaderboard._read_summary, threading.Lock()
+    read_summary, lock = store.read_summary, threading.Lock()
 
     def dying(client, run):
         with lock:
             stop(server["proc"], signal.SIGKILL)
         return read_summary(client, run)
 
-    monkeypatch.setattr(leaderboard, "_read_summary", dying)
+    monkeypatch.setattr(store, "read_summary", dying)
     start = time.monotonic()
     assert main(["leaderboard", "build", "--targets", str(b["targets"]), "--out", str(out)]) == 2
     assert time.monotonic() - start < 30  # no minutes of HTTP retries
@@ -172,7 +172,7 @@ def test_server_stopping_mid_build_leaves_the_files_intact(boards, server, tmp_p
     assert sorted(p.name for p in out.iterdir()) == sorted(before)  # no temp files left behind
 
     # a server that is already down: the same clear error, from the build and from the terminal table
-    monkeypatch.setattr(leaderboard, "_read_summary", read_summary)
+    monkeypatch.setattr(store, "read_summary", read_summary)
     start = time.monotonic()
     assert main(["leaderboard", "build", "--targets", str(b["targets"]), "--out", str(out)]) == 2
     assert main(["leaderboard", "--targets", str(b["targets"])]) == 2

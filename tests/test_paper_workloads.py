@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmark.leaderboard import canonical_workload, differing_settings
+from benchmark.leaderboard.compliance import canonical_workload, differing_settings
 from benchmark.runner import RunSpec, run
 from benchmark.tracking import find_runs
 from benchmark.workload import WorkloadError, load_workload

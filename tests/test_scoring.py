@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from benchmark import scoring
-from benchmark.scoring import SeedResult
+from benchmark.leaderboard import scoring
+from benchmark.leaderboard.scoring import SeedResult
 
 BUDGET = 1000.0
 
@@ -100,6 +100,14 @@ def test_never_reaching_is_zero_speedup_but_capped_is_finite():
     assert s.compute_to_target["median"] == math.inf
     assert s.speedup["median"] == 0.0 and s.speedup["ci95"] == [0.0, 0.0]
     assert s.capped_speedup == pytest.approx(500.0 / 1001.0)  # AlgoPerf: budget + 1
+
+
+@pytest.mark.parametrize(("values", "geomean"), [([4.0, 1.0], 2.0), ([0.5, 2.0], 1.0), ([1.0, 2.0, 4.0], 2.0),
+                                                 ([3.0], 3.0), ([2.0, 0.0], 0.0)])
+def test_geometric_mean_over_workloads(values, geomean):
+    # the first three differ from their arithmetic means (2.5, 1.25, 2.33)
+    assert scoring.geometric_mean(values) == pytest.approx(geomean)
+    assert math.isnan(scoring.geometric_mean([]))
 
 
 def test_bootstrap_is_reproducible_and_brackets_the_median():

@@ -195,7 +195,7 @@ def cmd_measure_mu(args) -> int:
 
 
 def cmd_leaderboard(args) -> int:
-    from benchmark.leaderboard import run_cli
+    from benchmark.leaderboard.cli import run_cli
 
     return run_cli(args)
 
@@ -343,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write pipeline.mu and pipeline.mu_source into the workload file")
     p.set_defaults(func=cmd_measure_mu)
 
-    from benchmark.leaderboard import add_arguments as leaderboard_arguments
+    from benchmark.leaderboard.cli import add_arguments as leaderboard_arguments
 
     p = sub.add_parser("leaderboard", help="ranked table from MLflow; `build` writes leaderboard/, `freeze-target`")
     leaderboard_arguments(p)

@@ -1,0 +1,28 @@
+"""The leaderboard: reads MLflow (the system of record), scores with the rules in scoring.py, prints a ranked
+table and writes leaderboard/results.json, leaderboard/LEADERBOARD.md and the page leaderboard/index.html.
+Rules: leaderboard/README.md.
+
+    replaybench leaderboard [--workload W] [--track T]      ranked table in the terminal
+    replaybench leaderboard build                             write results.json, LEADERBOARD.md, index.html
+    replaybench leaderboard serve [--port N]                  serve leaderboard/ on 127.0.0.1
+    replaybench leaderboard freeze-target --workload W        freeze W's target from the reference runs
+
+The modules, each importing only modules listed above it (this file holds LeaderboardError alone, so that
+importing the package loads neither MLflow nor matplotlib):
+
+    scoring     the scoring rules: pure functions over evaluation curves, no MLflow
+    store       reading MLflow: RunRecord, load_runs, summary.json, reading_store (fail fast, clear errors)
+    files       writing the published files: atomically, and in JSON, which has no infinity
+    compliance  which runs count: canonical workload settings, exclusion reasons, one run per seed
+    targets     the frozen targets, leaderboard/targets/<workload>.json: load, freeze
+    render      the terminal table and LEADERBOARD.md, and the cell formats the page shares
+    plots       the page's SVG plots (matplotlib, imported when a plot is drawn)
+    page        index.html
+    build       the results dict (every number with its MLflow run ids), and writing the three files
+    serve       serving the folder on 127.0.0.1
+    cli         the `replaybench leaderboard` command's arguments and handler
+"""
+
+
+class LeaderboardError(Exception):
+    """Scoring cannot proceed; the message names the fix."""

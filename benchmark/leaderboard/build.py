@@ -1,0 +1,220 @@
+"""The leaderboard from MLflow: every compliant run scored against its workload's frozen target, entries
+ranked, everything in one results dict (the content of results.json, which the table, LEADERBOARD.md and
+index.html are rendered from), and `build`, which writes the three files."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from benchmark import tracking
+from benchmark.leaderboard import LeaderboardError, scoring
+from benchmark.leaderboard.compliance import compliance_problem, dedupe_seeds, digest, exclusion_reason
+from benchmark.leaderboard.files import json_values, plain_values, write_atomic
+from benchmark.leaderboard.page import render_html
+from benchmark.leaderboard.render import render_markdown
+from benchmark.leaderboard.store import RunRecord, load_runs, reading_store
+from benchmark.leaderboard.targets import REFERENCE, TARGETS_DIR, available_targets, load_target
+from benchmark.paths import LEADERBOARD_DIR
+from benchmark.tracking import code_version, experiment_name
+
+SCHEMA = "replaybench-leaderboard/2"  # 2: per-seed curves, replay ratio, off-policiness
+
+
+def _entry_identity(summary: dict) -> tuple[str, dict]:
+    strat = summary["config"]["strategy"]
+    pipe = summary["config"]["workload"]["pipeline"]
+    ident = {"strategy": strat["name"], "sha256": strat.get("sha256"), "params": strat.get("params", {}),
+             "workers": pipe["workers"], "trainers": pipe["trainers"]}
+    return f"{strat['name']}@{digest(ident)[:8]}", ident
+
+
+def _workload_record(group: str, score: scoring.WorkloadScore, runs: list[RunRecord], budget: float) -> dict:
+    """One entry's statistics on one workload, plus what the page plots: each seed's accuracy curve,
+    replay ratio and mean off-policiness (from its summary.json) and the curves' median and IQR."""
+    out = {"group": group, **{k: v for k, v in dataclasses.asdict(score).items() if k != "boot_capped"}}
+    summaries = {r.run_id: r.summary for r in runs}
+    for run_id, row in out["per_run"].items():
+        s = summaries[run_id]
+        points = scoring.within_budget(s["eval_curve"], budget)
+        row.update(replay_ratio=s.get("replay_ratio"), offpolicy_mean=s.get("offpolicy_mean"),
+                   curve={"compute": [float(p["compute"]) for p in points],
+                          "accuracy": [float(p["accuracy"]) for p in points]})
+    out["accuracy_curve"] = scoring.curve_band([summaries[i]["eval_curve"] for i in out["run_ids"]], budget)
+    for key in ("replay_ratio", "offpolicy_mean"):
+        values = [row[key] for row in out["per_run"].values() if row[key] is not None]
+        out[key] = scoring.summarise(values) if values else None
+    return out
+
+
+def build_results(records: list[RunRecord], targets: dict[str, dict], track: str | None = None,
+                  resamples: int = scoring.BOOTSTRAP_RESAMPLES, tracking_uri: str | None = None) -> dict:
+    """The whole leaderboard as a dict of plain Python values (never reached: math.inf); every number traces
+    to MLflow run ids."""
+    workloads = sorted(targets)
+    ref_ids = {rid for t in targets.values() for rid in t["run_ids"]}
+    excluded, unscored = [], {}
+    by_entry: dict[str, dict] = {}  # key -> {"identity", "runs": {workload: [RunRecord]}}
+    failed_groups: dict[tuple, list] = {}
+
+    def exclude(rec, reason):
+        excluded.append({"run_id": rec.run_id, "workload": rec.workload, "strategy": rec.strategy,
+                         "group": rec.group, "seed": rec.seed, "track": rec.track, "reason": reason})
+
+    for rec in records:
+        if track is not None and rec.track != track and rec.run_id not in ref_ids:
+            continue
+        if rec.workload not in targets:
+            unscored[rec.workload] = unscored.get(rec.workload, 0) + 1
+            continue
+        reason = exclusion_reason(rec) or compliance_problem(rec, targets[rec.workload])
+        if reason:
+            exclude(rec, reason)
+            failed_groups.setdefault((rec.strategy, rec.group), []).append(rec)
+            continue
+        key, ident = _entry_identity(rec.summary)
+        entry = by_entry.setdefault(key, {"identity": ident, "runs": {}, "groups": {}})
+        entry["runs"].setdefault(rec.workload, []).append(rec)
+        entry["groups"][rec.workload] = rec.group
+
+    for entry in by_entry.values():
+        for w, runs in entry["runs"].items():
+            kept, dropped = dedupe_seeds(runs)
+            entry["runs"][w] = kept
+            for rec, reason in dropped:
+                exclude(rec, reason)
+
+    ranked, not_ranked = [], []
+    for key, entry in sorted(by_entry.items()):
+        missing = [w for w in workloads if w not in entry["runs"]]
+        if missing:
+            not_ranked.append({"key": key, "strategy": entry["identity"]["strategy"],
+                               "reason": f"incomplete: no finished compliant run on {', '.join(missing)}",
+                               "run_ids": sorted(r.run_id for rs in entry["runs"].values() for r in rs)})
+            continue
+        per_w = {}
+        for w in workloads:
+            t = targets[w]
+            seeds = [scoring.SeedResult(r.run_id, r.seed if r.seed is not None else r.summary.get("seed"),
+                                        r.summary["eval_curve"], r.entropy) for r in entry["runs"][w]]
+            per_w[w] = scoring.score_workload(seeds, t["target_accuracy"], t["budget"],
+                                              t["reference_compute_to_target"], f"{key}\x1f{w}", resamples)
+        ranked.append((key, entry, per_w))
+
+    used_groups = {g for e in by_entry.values() for g in e["groups"].values()}
+    for (strategy, group), recs in sorted(failed_groups.items()):
+        if group not in used_groups:  # a configuration with no usable run at all
+            reasons = sorted({e["reason"] for e in excluded if e["run_id"] in {r.run_id for r in recs}})
+            not_ranked.append({"key": f"{strategy}/{group[:8]}", "strategy": strategy,
+                               "reason": f"no usable run ({len(recs)} excluded): " + "; ".join(reasons)[:500],
+                               "run_ids": sorted(r.run_id for r in recs)})
+
+    scores = [scoring.geometric_mean(pw[w].capped_speedup for w in workloads) for _, _, pw in ranked]
+    if ranked:
+        logs = np.stack([np.stack([np.log(pw[w].boot_capped) for w in workloads]).mean(axis=0)
+                         for _, _, pw in ranked], axis=1)
+        boot = np.exp(logs)  # (resamples, entries)
+    else:
+        boot = np.zeros((resamples, 0))
+    profile = scoring.performance_profile_scores(
+        {key: {w: pw[w].compute_to_target["median"] for w in workloads} for key, _, pw in ranked}, workloads)
+    point, intervals, bands = scoring.rank_with_confidence(scores, boot)
+
+    names = [e["identity"]["strategy"] for _, e, _ in ranked]
+    entries = []
+    for i, (key, entry, per_w) in enumerate(ranked):
+        ident = entry["identity"]
+        label = ident["strategy"] if names.count(ident["strategy"]) == 1 else key
+        flags = []
+        for w in workloads:
+            if per_w[w].n_seeds < scoring.MIN_SEEDS:
+                flags.append(f"{per_w[w].n_seeds} seeds on {w} (< {scoring.MIN_SEEDS})")
+        n_excl = sum(1 for x in excluded if x["group"] in entry["groups"].values())
+        if n_excl:
+            flags.append(f"{n_excl} run(s) excluded, see below")
+        # the frozen runs themselves, or the same reference configuration run again (e.g. on a fresh clone)
+        is_ref = any(set(targets[w]["run_ids"]) & set(per_w[w].run_ids) or (
+            ident["strategy"] == REFERENCE and (ident["workers"], ident["trainers"]) == (
+                targets[w]["reference"]["workers"], targets[w]["reference"]["trainers"])) for w in workloads)
+        entries.append({
+            "rank": point[i], "rank_interval": list(intervals[i]), "band": bands[i], "key": key, "label": label,
+            "strategy": ident["strategy"], "strategy_sha256": ident["sha256"], "params": ident["params"],
+            "workers": ident["workers"], "trainers": ident["trainers"], "reference": is_ref,
+            "score": {"speedup_geomean": scores[i], "ci95": list(scoring.interval(boot[:, i]))},
+            "performance_profile": profile[key], "flags": flags,
+            "workloads": {w: _workload_record(entry["groups"][w], per_w[w], entry["runs"][w], targets[w]["budget"])
+                          for w in workloads},
+        })
+    entries.sort(key=lambda e: (e["rank"], -e["performance_profile"], e["label"]))
+    excluded.sort(key=lambda e: (e["workload"], e["strategy"], e["group"], e["seed"] if e["seed"] is not None else -1,
+                                 e["run_id"]))
+    return plain_values({
+        "schema": SCHEMA,
+        "generated": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "code_version": code_version(),
+        "mlflow": {"tracking_uri": tracking_uri, "experiments": [experiment_name(w) for w in workloads]},
+        "track": track,
+        "rules": {"reference": REFERENCE, "target_fraction": scoring.TARGET_FRACTION, "min_seeds": scoring.MIN_SEEDS,
+                  "tau_max": scoring.TAU_MAX, "bootstrap_resamples": resamples,
+                  "bootstrap_seed": scoring.BOOTSTRAP_SEED, "interval": scoring.INTERVAL,
+                  "never_reached_cap": "budget + 1", "compute_to_target_median": "lower median",
+                  "readme": "leaderboard/README.md"},
+        "workloads": {w: {"version": t["workload_version"], "budget": t["budget"],
+                          "target_accuracy": t["target_accuracy"],
+                          "reference_compute_to_target": t["reference_compute_to_target"],
+                          "reference_run_ids": t["run_ids"], "target_created": t["created"],
+                          "target_file": f"leaderboard/targets/{w}.json"} for w, t in targets.items()},
+        "entries": entries,
+        "not_ranked": not_ranked,
+        "excluded_runs": excluded,
+        "unscored_workloads": {w: {"runs": n, "fix": f"replaybench leaderboard freeze-target --workload {w}"}
+                               for w, n in sorted(unscored.items())},
+    })
+
+
+def score_from_mlflow(workload: str | None = None, track: str | None = None,
+                      targets_dir: Path | None = None) -> dict:
+    if workload:
+        targets = {workload: load_target(workload, targets_dir)}
+    else:
+        names = available_targets(targets_dir)
+        if not names:
+            raise LeaderboardError(
+                f"no frozen targets in {Path(targets_dir or TARGETS_DIR)}: run "
+                "`replaybench leaderboard freeze-target --workload W` for each workload once its reference runs "
+                "are in MLflow")
+        targets = {w: load_target(w, targets_dir) for w in names}
+    uri = tracking.tracking_uri()
+    with reading_store(uri):
+        records = load_runs(None if not workload else [workload])
+    return build_results(records, targets, track=track, tracking_uri=uri)
+
+
+def results_json(results: dict) -> str:
+    """results.json's text: indented, but each list of plain values (a curve, run ids) on one line;
+    infinity as the string "inf"."""
+    text = json.dumps(json_values(results), indent=2, allow_nan=False)
+    # JSON strings hold no raw newline, so only the layout between a flat list's items is rewritten
+    return re.sub(r"\[\n\s+([^\[\]{}]*?)\n\s*\]", lambda m: "[" + re.sub(r",\n\s+", ", ", m.group(1)) + "]",
+                  text) + "\n"
+
+
+def build(out_dir: Path | None = None, workload: str | None = None, track: str | None = None,
+          targets_dir: Path | None = None) -> dict:
+    """Write results.json, LEADERBOARD.md and index.html, each atomically, all three rendered from the
+    same results before any is written."""
+    out_dir = Path(out_dir or LEADERBOARD_DIR)
+    results = score_from_mlflow(workload, track, targets_dir)
+    files = {"results.json": results_json(results),
+             "LEADERBOARD.md": render_markdown(results),
+             "index.html": render_html(results)}
+    for name, text in files.items():
+        write_atomic(out_dir / name, text)
+    return results
+
+

@@ -1,0 +1,86 @@
+"""Which runs count: a run is scored when it finished with its summary.json, on the workload version and
+settings its target was frozen for; of several runs of one seed, the first counts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from benchmark.leaderboard.store import RunRecord
+from benchmark.tracking import flatten
+
+ENTRY_FIELDS = ("pipeline.workers", "pipeline.trainers")  # workload fields an entry chooses itself
+# How the trainer fits its batch in memory: the same update up to float rounding, so a run may set them
+# for its hardware and stay compliant.
+MEMORY_FIELDS = ("grpo.micro_batch_size", "grpo.gradient_checkpointing")
+
+
+def canonical_workload(config: dict) -> dict:
+    """A run's workload config without the fields an entry chooses (W, T), flattened."""
+    flat = {k: v for k, v in flatten(config).items() if k not in ENTRY_FIELDS}
+    return json.loads(json.dumps(flat, sort_keys=True, default=str))  # as stored in JSON: tuples -> lists
+
+
+def differing_settings(run: dict, official: dict) -> list[str]:
+    """Keys whose values differ. A key the run lacks is a field added to the workload after the run,
+    whose default keeps the old behaviour (the rule for adding fields), so it does not count; a key the
+    official config lacks (a field added after the target was frozen) counts unless the run holds its default.
+    MEMORY_FIELDS never count."""
+    from benchmark.workload import Workload
+
+    defaults = canonical_workload(Workload(name="", task="").to_dict())
+    return sorted(k for k in run if k not in MEMORY_FIELDS and run[k] != official.get(k, defaults.get(k)))
+
+
+def digest(obj) -> str:
+    """SHA-256 of obj's canonical JSON: the same settings give the same digest."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def exclusion_reason(rec: RunRecord) -> str | None:
+    """Why a run cannot be scored at all (failed, unfinished, no summary.json); None when it can."""
+    if rec.status == "finished":
+        if rec.summary is None:
+            return "incomplete: " + (rec.problem or "summary.json missing")
+        return None
+    if rec.status.startswith("failed"):
+        return rec.status
+    if rec.status == "running":
+        return (f"incomplete: still running or interrupted (MLflow status {rec.mlflow_status}); "
+                "finish it with `replaybench run ... --resume`")
+    return f"incomplete: status {rec.status or '(no replaybench.status tag)'}"
+
+
+def compliance_problem(rec: RunRecord, target: dict) -> str | None:
+    """Why a finished run does not count against the target (another workload version or other settings);
+    None when it complies."""
+    s = rec.summary
+    if s.get("mlflow_run_id") not in (None, rec.run_id):
+        return f"non-compliant: summary.json names run {s.get('mlflow_run_id')}"
+    if str(rec.workload_version) != str(target["workload_version"]):
+        return (f"non-compliant: workload version {rec.workload_version}, the target is for version "
+                f"{target['workload_version']}")
+    try:
+        canonical = canonical_workload(s["config"]["workload"])
+        s["eval_curve"]
+    except (KeyError, TypeError) as exc:
+        return f"non-compliant: summary.json lacks {exc}"
+    keys = differing_settings(canonical, target["workload_config"])
+    if keys:
+        shown = ", ".join(f"{k}={canonical.get(k)!r} (official {target['workload_config'].get(k)!r})"
+                          for k in keys[:3])
+        return f"non-compliant: workload settings differ from the official ones: {shown}" + (
+            f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+    return None
+
+
+def dedupe_seeds(runs: list[RunRecord]) -> tuple[list[RunRecord], list[tuple[RunRecord, str]]]:
+    """The first finished run of each seed counts; later reruns are reported, never silently used."""
+    keep: dict[int, RunRecord] = {}
+    dropped = []
+    for r in sorted(runs, key=lambda r: (r.start_time, r.run_id)):
+        if r.seed in keep:
+            dropped.append((r, f"duplicate of seed {r.seed}: the first finished run ({keep[r.seed].run_id}) counts"))
+        else:
+            keep[r.seed] = r
+    return list(keep.values()), dropped

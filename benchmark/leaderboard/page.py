@@ -1,0 +1,233 @@
+"""The leaderboard page, leaderboard/index.html.
+
+The page is one self-contained static file rendered from the results dict alone (the dict written to
+results.json, which LEADERBOARD.md is rendered from too), so table, JSON, markdown and page agree.
+Plots (plots.py) are SVG inlined in the page: the same results give the same bytes. The table sorts with a
+few lines of inline JavaScript. Nothing is fetched from anywhere, so the page works from file:// as well as
+from `replaybench leaderboard serve`.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+from benchmark.leaderboard.plots import (
+    PLOTTED_ENTRIES,
+    as_float,
+    curves_plot,
+    entry_colours,
+    pareto_plot,
+    plotted_entries,
+    replay_plot,
+)
+from benchmark.leaderboard.render import format_compute, format_number, table_rows, title
+
+RUNS_OPEN_UP_TO = 40  # the runs table starts folded when it is longer
+
+
+def _esc(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _sort_value(x) -> str:
+    """A data-sort attribute: a number the table's script compares numerically (missing: NaN)."""
+    v = as_float(x)
+    return "NaN" if math.isnan(v) else "Infinity" if math.isinf(v) else repr(v)
+
+
+def _numeric_keys(e: dict, workloads: list[str]) -> dict:
+    """Numeric sort keys of the table's columns, by header (columns not listed sort as text)."""
+    keys = {"band": e["band"], "rank [95%]": e["rank"],
+            "seeds": min(e["workloads"][w]["n_seeds"] for w in workloads),
+            "speedup (geo-mean) [95% CI]": e["score"]["speedup_geomean"],
+            "perf. profile": e["performance_profile"]}
+    keys.update({f"speedup {w}": e["workloads"][w]["speedup"]["median"] for w in workloads})
+    if len(workloads) == 1:
+        d = e["workloads"][workloads[0]]
+        keys.update({"compute-to-target (median [IQR])": d["compute_to_target"]["median"],
+                     "best acc (median ± IQR)": d["best_accuracy"]["median"], "AUC": d["auc"]["median"],
+                     "pass@k at best": max(d["pass_at_k_at_best"].values(), default=None),
+                     "entropy": d["final_entropy"]})
+    return keys
+
+
+def _ranking_table(results: dict) -> str:
+    workloads = sorted(results["workloads"])
+    header, rows = table_rows(results)
+    head = "".join(f'<th scope="col" tabindex="0" title="sort by {_esc(h)}"'
+                   + (' aria-sort="ascending"' if h.startswith("rank") else "") + f">{_esc(h)}</th>" for h in header)
+    body = []
+    for i, (e, row) in enumerate(zip(results["entries"], rows)):
+        keys = _numeric_keys(e, workloads)
+        cells = []
+        for h, text in zip(header, row):
+            sort = f' data-sort="{_sort_value(keys[h])}"' if h in keys else ""
+            title = ""
+            if h == "entry":
+                ids = [r for w in workloads for r in e["workloads"][w]["run_ids"]]
+                title = f' title="{_esc(e["key"])}; MLflow runs: {_esc(", ".join(ids))}"'
+            cells.append(f"<td{sort}{title}>{_esc(text)}</td>")
+        cls = "band-odd" if e["band"] % 2 else "band-even"
+        body.append(f'<tr class="{cls}" data-rank="{i}">{"".join(cells)}</tr>')
+    return (f'<table id="ranking" class="sortable"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def _simple_table(table_id: str, header: list[str], rows: list[list[str]], code_cols=()) -> str:
+    head = "".join(f'<th scope="col">{_esc(h)}</th>' for h in header)
+    body = "".join("<tr>" + "".join(f"<td><code>{_esc(c)}</code></td>" if j in code_cols else f"<td>{_esc(c)}</td>"
+                                    for j, c in enumerate(row)) + "</tr>" for row in rows)
+    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _runs_table(results: dict) -> str:
+    """Every scored run, by entry in rank order: the MLflow run id behind each number on the page."""
+    rows = []
+    for e in results["entries"]:
+        for w in sorted(results["workloads"]):
+            for run_id, r in e["workloads"][w]["per_run"].items():
+                rows.append([e["label"], w, r["seed"], run_id, format_compute(r["compute_to_target"]),
+                             format_number(r["best_accuracy"]), format_compute(r["best_compute"]),
+                             format_number(r["auc"]), format_number(r.get("replay_ratio"), "{:.2f}"),
+                             format_number(r.get("offpolicy_mean"), "{:.2f}")])
+    return _simple_table("runs", ["entry", "workload", "seed", "MLflow run id", "compute-to-target",
+                                  "best acc", "at compute", "AUC", "replay ratio", "off-policiness"], rows,
+                         code_cols=(3,))
+
+
+SCRIPT = """
+(function () {
+  // Sort the ranking by a clicked header: numbers by their data-sort value, other columns as text,
+  // missing values last, ties kept in rank order. Clicking again reverses the order.
+  function key(row, col) {
+    var cell = row.cells[col], n = cell.getAttribute("data-sort");
+    return n === null ? cell.textContent.trim() : parseFloat(n);
+  }
+  function compare(a, b, dir) {
+    if (typeof a === "number") {
+      if (isNaN(a) || isNaN(b)) { return isNaN(a) ? (isNaN(b) ? 0 : 1) : -1; }
+      return a === b ? 0 : (a < b ? -dir : dir);
+    }
+    return dir * a.localeCompare(b);
+  }
+  var table = document.getElementById("ranking");
+  var heads = table.tHead.rows[0].cells;
+  Array.prototype.forEach.call(heads, function (th, col) {
+    function sort() {
+      var dir = th.getAttribute("aria-sort") === "ascending" ? -1 : 1;
+      Array.prototype.forEach.call(heads, function (h) { h.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", dir === 1 ? "ascending" : "descending");
+      var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        return compare(key(a, col), key(b, col), dir) || (a.getAttribute("data-rank") - b.getAttribute("data-rank"));
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    }
+    th.addEventListener("click", sort);
+    th.addEventListener("keydown", function (ev) { if (ev.key === "Enter") { sort(); } });
+  });
+})();
+"""
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1400px;
+       padding: 1rem 1.5rem 3rem; color: #222; line-height: 1.45; }
+h1 { font-size: 1.45rem; } h2 { font-size: 1.2rem; margin-top: 2.2rem; border-bottom: 1px solid #ddd; }
+h3 { font-size: 1.05rem; }
+.meta, .note { color: #555; font-size: 0.9rem; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-size: 0.85rem; margin: 0.6rem 0; }
+th, td { border: 1px solid #d4d4d4; padding: 0.25rem 0.45rem; text-align: left; white-space: nowrap; }
+th { vertical-align: bottom; white-space: normal; background: #f0f0f0; }
+#ranking td { text-align: right; }
+#ranking td:nth-child(3), #ranking td:last-child { text-align: left; }
+#ranking td:last-child { white-space: normal; min-width: 9rem; }
+#not-ranked td, #excluded td:last-child { white-space: normal; }
+#ranking th { cursor: pointer; user-select: none; }
+#ranking th:hover { background: #e2e8f0; }
+#ranking th[aria-sort="ascending"]::after { content: " \\25B2"; font-size: 0.7em; }
+#ranking th[aria-sort="descending"]::after { content: " \\25BC"; font-size: 0.7em; }
+tr.band-even td { background: #f7f9fc; }
+figure { margin: 1rem 0; }
+figure svg { max-width: 100%; height: auto; }
+figcaption { color: #555; font-size: 0.85rem; }
+code { font-size: 0.85em; }
+details summary { cursor: pointer; margin: 0.5rem 0; }
+"""
+
+
+def render_html(results: dict) -> str:
+    """The whole page as one string (plots inlined); the same results give the same bytes."""
+    workloads = sorted(results["workloads"])
+    plotted = plotted_entries(results)
+    colours = entry_colours(plotted)
+    mlflow = results["mlflow"]
+    parts = [f"<h1>{_esc(title(results))}</h1>",
+             f'<p class="meta">Generated {_esc(results["generated"])} from MLflow (<code>{_esc(mlflow["tracking_uri"])}'
+             f'</code>, experiments {_esc(", ".join(mlflow["experiments"]))}; code {_esc(results["code_version"])}) '
+             'by <code>replaybench leaderboard build</code>. The same numbers are in '
+             '<a href="results.json">results.json</a> and <a href="LEADERBOARD.md">LEADERBOARD.md</a>; each names '
+             'the MLflow run ids it comes from (<a href="#runs-section">runs below</a>). '
+             'Rules: <a href="README.md">README.md</a>.</p>',
+             "<h2>Ranking</h2>",
+             '<p class="note">speedup = the reference\'s compute-to-target / the entry\'s (median over seeds); '
+             "ranked by it; entries in one band are not separable at 95%. Click a column header to sort.</p>",
+             f'<div class="scroll">{_ranking_table(results)}</div>']
+    if len(workloads) > 1:
+        parts.append('<p class="note">Plots per workload: ' + " · ".join(
+            f'<a href="#workload-{_esc(w)}">{_esc(w)}</a>' for w in workloads) + ".</p>")
+    for w in workloads:
+        info = results["workloads"][w]
+        parts += [f'<h2 id="workload-{_esc(w)}">{_esc(w)} (version {_esc(info["version"])})</h2>',
+                  f'<p class="note">Budget {format_compute(info["budget"])} units; target accuracy '
+                  f'{info["target_accuracy"]:.3f}, frozen in <code>{_esc(info["target_file"])}</code> from the '
+                  f'reference runs {_esc(", ".join(info["reference_run_ids"]))}; reference compute-to-target '
+                  f'{format_compute(info["reference_compute_to_target"])}.'
+                  + (f" The plots show the first {PLOTTED_ENTRIES} entries by rank." if len(results["entries"])
+                     > len(plotted) else "") + "</p>"]
+        if not plotted:
+            parts.append("<p>No ranked entry yet: nothing to plot.</p>")
+            continue
+        for kind, plot, caption in (
+                ("curves", curves_plot, "Evaluation accuracy against compute used: the median over seeds of each "
+                                        "entry, the shaded band from the 25th to the 75th percentile."),
+                ("pareto", pareto_plot, "Best accuracy within the budget against the compute to reach the target "
+                                        "accuracy (medians, bars from the 25th to the 75th percentile)."),
+                ("replay", replay_plot, "Replay ratio (each rollout's average number of uses) and mean "
+                                        "off-policiness (policy versions between generating a sample and "
+                                        "training on it), per seed from its summary.json.")):
+            parts.append(f'<figure class="plot" id="{kind}-{_esc(w)}">{plot(results, w, plotted, colours)}'
+                         f"<figcaption>{_esc(caption)}</figcaption></figure>")
+    parts.append("<h2>Not ranked</h2>")
+    if results["not_ranked"]:
+        parts.append('<div class="scroll">' + _simple_table(
+            "not-ranked", ["entry", "reason", "MLflow runs"],
+            [[n["key"], n["reason"], ", ".join(n["run_ids"])] for n in results["not_ranked"]]) + "</div>")
+    else:
+        parts.append("<p>None.</p>")
+    parts.append("<h2>Excluded runs</h2>")
+    if results["excluded_runs"]:
+        parts.append('<div class="scroll">' + _simple_table(
+            "excluded", ["workload", "strategy", "seed", "MLflow run id", "reason"],
+            [[x["workload"], x["strategy"], x["seed"], x["run_id"], x["reason"]] for x in results["excluded_runs"]],
+            code_cols=(3,)) + "</div>")
+    else:
+        parts.append("<p>None.</p>")
+    for w, info in results["unscored_workloads"].items():
+        parts.append(f'<p class="note">Workload {_esc(w)}: {info["runs"]} runs not scored (no target); run '
+                     f'<code>{_esc(info["fix"])}</code>.</p>')
+    n_runs = sum(len(e["workloads"][w]["per_run"]) for e in results["entries"] for w in workloads)
+    details = "<details open>" if n_runs <= RUNS_OPEN_UP_TO else "<details>"
+    parts += ['<h2 id="runs-section">MLflow runs behind each entry</h2>',
+              f'<p class="note">Look a run up by its id in MLflow (<code>mlflow ui</code> on '
+              f'<code>{_esc(mlflow["tracking_uri"])}</code>): its summary.json holds the evaluation curve these '
+              "numbers come from.</p>",
+              f'{details}<summary>{n_runs} runs</summary><div class="scroll">{_runs_table(results)}</div>'
+              "</details>"]
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            '<link rel="icon" href="data:,">\n'  # no favicon request
+            f"<title>{_esc(title(results))}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+            + "\n".join(parts) + f"\n<script>{SCRIPT}</script>\n</body>\n</html>\n")
+

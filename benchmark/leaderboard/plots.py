@@ -1,0 +1,195 @@
+"""The page's plots: matplotlib figures rendered to inline SVG, deterministically (a fixed id salt per figure,
+no date), so the same results give the same bytes. matplotlib is imported when a figure is made."""
+
+from __future__ import annotations
+
+import io
+import math
+
+PLOTTED_ENTRIES = 10  # the plots show the first entries by rank (and the reference); the table lists all
+COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf"]  # matplotlib's tab10, one per plotted entry in rank order: at most 10 besides the reference
+REFERENCE_COLOUR = "#222222"  # the reference is drawn dashed in near-black, never in an entry's colour
+_M = 1e6  # compute is shown in millions of units
+
+
+def _svg(fig, name: str) -> str:
+    """The figure as an inline <svg> element. A salt per figure keeps element ids unique on the page."""
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": f"replaybench-{name}", "svg.fonttype": "none"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    text = buf.getvalue()
+    return text[text.index("<svg"):].strip()
+
+
+def _figure(width: float, height: float, ncols: int = 1):
+    from matplotlib.figure import Figure  # no pyplot: no global figure state, no GUI backend
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    axes = fig.subplots(1, ncols)
+    return fig, axes
+
+
+def as_float(x) -> float:
+    """A results number as a float, undefined (None) as nan."""
+    return math.nan if x is None else float(x)
+
+
+def _legend_label(e: dict) -> str:
+    return f"{e['label']} ({e['workers']},{e['trainers']})" + (", reference" if e["reference"] else "")
+
+
+def _legend_outside(ax) -> None:
+    """The legend right of the axes: inside, it would cover curves and points whichever corner it took."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8, frameon=False)
+
+
+def curves_plot(results: dict, workload: str, plotted: list[dict], colours: dict) -> str:
+    """Accuracy vs compute: each entry's median over seeds, its 25-75% band shaded."""
+    w = results["workloads"][workload]
+    fig, ax = _figure(10, 4.2)
+    for e in plotted:
+        band = e["workloads"][workload]["accuracy_curve"]
+        x = [c / _M for c in band["compute"]]
+        colour = colours[e["key"]]
+        ax.fill_between(x, band["q1"], band["q3"], color=colour, alpha=0.18, linewidth=0)
+        ax.plot(x, band["median"], color=colour, marker="o", markersize=3, linewidth=1.6,
+                linestyle="--" if e["reference"] else "-", label=_legend_label(e))
+    ax.axhline(w["target_accuracy"], color="0.35", linewidth=0.8, linestyle=":")
+    ax.annotate(f"target {w['target_accuracy']:.3f}", (0, w["target_accuracy"]), xytext=(4, 3),
+                textcoords="offset points", fontsize=8, color="0.35")
+    ax.set_xlim(0, w["budget"] / _M)
+    ax.set(xlabel="compute (M units)", ylabel="eval accuracy",
+           title=f"{workload}: accuracy vs compute (median over seeds, band: 25–75%)")
+    ax.grid(alpha=0.3)
+    if plotted:
+        _legend_outside(ax)
+    return _svg(fig, f"curves-{workload}")
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats on both axes (less compute, higher accuracy), by compute."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    front, best = [], -math.inf
+    for i in order:
+        if points[i][1] > best:
+            front.append(i)
+            best = points[i][1]
+    return front
+
+
+def _label_points(fig, ax, labels: list[tuple[float, float, str, str]], fontsize: float = 8) -> None:
+    """Name each (x, y, text, colour) point beside it, moving a name down or up (with a thin leader line),
+    within the axes, until it overlaps no name placed before it: entries with equal results share a point."""
+    fig.draw_without_rendering()  # settle the layout first, so data -> points below is the final mapping
+    to_points = 72 / fig.dpi
+    box = ax.get_window_extent()
+    right_edge, bottom, top = box.x1 * to_points, box.y0 * to_points, box.y1 * to_points
+    height = fontsize * 1.3
+    placed: list[tuple[float, float, float, float]] = []
+    for x, y, text, colour in sorted(labels, key=lambda t: (-t[1], t[0], t[2])):
+        px, py = (v * to_points for v in ax.transData.transform((x, y)))
+        width = 0.62 * fontsize * len(text)
+        left = px + width + 8 <= right_edge  # the name right of its point, unless it would leave the axes
+        x0 = px + 6 if left else px - 6 - width
+        lift = fontsize * 0.8  # just above the point, clear of its horizontal bar
+        for step in range(60):  # 0, -1, +1, -2, +2, ... label heights
+            dy = lift + height * ((step + 1) // 2) * (-1 if step % 2 else 1)
+            y0 = py + dy - height / 2
+            if bottom <= y0 and y0 + height <= top and not any(
+                    x0 < b[2] and b[0] < x0 + width and y0 < b[3] and b[1] < y0 + height for b in placed):
+                break
+        else:  # no free place: beside the point, overlapping
+            dy, y0 = lift, py + lift - height / 2
+        placed.append((x0, y0, x0 + width, y0 + height))
+        note = ax.annotate(text, (x, y), xytext=(6 if left else -6, dy), textcoords="offset points", fontsize=fontsize,
+                           color=colour, ha="left" if left else "right", va="center",
+                           arrowprops={"arrowstyle": "-", "color": colour, "linewidth": 0.5, "alpha": 0.6,
+                                       "shrinkA": 0, "shrinkB": 3} if dy != lift else None)
+        note.set_in_layout(False)  # names never move the axes: the mapping computed above stays right
+
+
+def pareto_plot(results: dict, workload: str, plotted: list[dict], colours: dict) -> str:
+    """Best accuracy vs compute-to-target (the budget where the target is never reached), every entry;
+    the plotted entries with their 25-75% bars and names, the others as grey dots."""
+    w = results["workloads"][workload]
+    budget = w["budget"]
+    fig, ax = _figure(10, 4.2)
+    points, others, labels = [], {True: [], False: []}, []
+    for e in results["entries"]:
+        d = e["workloads"][workload]
+        ctt, acc = d["compute_to_target"], d["best_accuracy"]
+        reached = math.isfinite(as_float(ctt["median"]))
+        x, y = min(as_float(ctt["median"]), budget) / _M, as_float(acc["median"])
+        points.append((x, y))
+        if e["key"] not in colours:
+            others[reached].append((x, y))
+            continue
+        colour = colours[e["key"]]
+        # 25-75% bars as plain lines: the lower median of an even number of seeds may lie below q1
+        ax.plot([min(as_float(ctt["q1"]), budget) / _M, min(as_float(ctt["q3"]), budget) / _M], [y, y],
+                color=colour, linewidth=0.8)
+        ax.plot([x, x], [as_float(acc["q1"]), as_float(acc["q3"])], color=colour, linewidth=0.8)
+        # an open marker: the target is not reached within the budget
+        ax.plot([x], [y], marker="o", markersize=6, color=colour, markerfacecolor=colour if reached else "white")
+        labels.append((x, y, e["label"], colour))
+    for reached, xy in others.items():
+        if xy:
+            ax.scatter(*zip(*xy), s=10, color="0.6", facecolors="0.6" if reached else "none", alpha=0.6, zorder=1)
+    front = pareto_front(points)
+    if len(front) > 1:
+        ax.step([points[i][0] for i in front], [points[i][1] for i in front], where="post", color="0.5",
+                linewidth=0.8, linestyle="--", label="Pareto front")
+        _legend_outside(ax)
+    ax.axhline(w["target_accuracy"], color="0.35", linewidth=0.8, linestyle=":")
+    ax.annotate(f"target {w['target_accuracy']:.3f}", (0, w["target_accuracy"]), xytext=(4, 3),
+                textcoords="offset points", fontsize=8, color="0.35")
+    ax.axvline(budget / _M, color="0.35", linewidth=0.8, linestyle=":")
+    ax.annotate("budget", (budget / _M, ax.get_ylim()[1]), xytext=(-4, -4), textcoords="offset points",
+                fontsize=8, color="0.35", ha="right", va="top")
+    ax.set_xlim(0, budget / _M * 1.05)
+    ax.set(xlabel="compute to target (M units; median, bars: 25–75%; open marker: not reached, at the budget)",
+           ylabel="best accuracy within budget", title=f"{workload}: best accuracy vs compute")
+    ax.grid(alpha=0.3)
+    _label_points(fig, ax, labels)
+    return _svg(fig, f"pareto-{workload}")
+
+
+def replay_plot(results: dict, workload: str, plotted: list[dict], colours: dict) -> str:
+    """Two panels: replay ratio and mean off-policiness of each seed (dots) and their median (bar)."""
+    n = len(plotted)
+    fig, axes = _figure(10, 1.2 + 0.4 * n, ncols=2)
+    panels = (("replay_ratio", "replay ratio (samples trained / rollouts generated)", 1.0),
+              ("offpolicy_mean", "off-policiness (trainer − rollout version, mean)", 0.0))
+    for ax, (key, title, floor) in zip(axes, panels):
+        for i, e in enumerate(plotted):
+            d, colour, y = e["workloads"][workload], colours[e["key"]], n - 1 - i
+            values = [r[key] for r in d["per_run"].values() if r.get(key) is not None]
+            ax.scatter(values, [y] * len(values), color=colour, s=16, alpha=0.7, linewidths=0)
+            if d.get(key):
+                ax.plot([d[key]["median"]] * 2, [y - 0.3, y + 0.3], color=colour, linewidth=2.5)
+        ax.axvline(floor, color="0.35", linewidth=0.8, linestyle=":")
+        ax.set_yticks(range(n), [e["label"] for e in reversed(plotted)], fontsize=8)
+        ax.set_ylim(-0.7, n - 0.3)
+        ax.set_xlim(left=min(floor, ax.get_xlim()[0]) if floor else 0)
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3, axis="x")
+    axes[1].tick_params(labelleft=False)
+    fig.suptitle(f"{workload}: how the entries reuse rollouts (dots: seeds, bar: median)", fontsize=10)
+    return _svg(fig, f"replay-{workload}")
+
+
+def plotted_entries(results: dict) -> list[dict]:
+    entries = results["entries"][:PLOTTED_ENTRIES]
+    entries += [e for e in results["entries"][PLOTTED_ENTRIES:] if e["reference"]]
+    return entries
+
+
+
+def entry_colours(plotted: list[dict]) -> dict[str, str]:
+    """Each plotted entry's colour, by key: the same on every plot of the page."""
+    others = [e for e in plotted if not e["reference"]]
+    return {e["key"]: REFERENCE_COLOUR if e["reference"] else COLOURS[others.index(e) % len(COLOURS)]
+            for e in plotted}

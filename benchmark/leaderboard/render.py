@@ -1,0 +1,128 @@
+"""The leaderboard as text: the terminal table and LEADERBOARD.md, both from the same rows (table_rows), and
+the cell formats the page uses too."""
+
+from __future__ import annotations
+
+import math
+
+
+def format_number(x, fmt="{:.3f}") -> str:
+    """A number as the tables show it: undefined (None) as "-", never reached (inf) as "∞"."""
+    if x is None:
+        return "-"
+    if math.isinf(x):
+        return "∞" if x > 0 else "-∞"
+    return fmt.format(x)
+
+
+def format_compute(x) -> str:
+    """Compute units, short: 840k, 1.32M; None as "-", inf as "∞"."""
+    if x is None or math.isinf(x):
+        return format_number(x)
+    return f"{x / 1e6:.2f}M" if abs(x) >= 1e6 else f"{x / 1e3:.0f}k" if abs(x) >= 1e3 else f"{x:.0f}"
+
+
+def title(results: dict) -> str:
+    ws = ", ".join(f"{w} v{d['version']} (target acc {d['target_accuracy']:.3f})"
+                   for w, d in sorted(results["workloads"].items()))
+    track = f", track {results['track']}" if results["track"] else ""
+    return f"ReplayBench leaderboard: {ws}{track}"
+
+
+def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
+    workloads = sorted(results["workloads"])
+    one = workloads[0] if len(workloads) == 1 else None
+    header = ["band", "rank [95%]", "entry", "(W,T)", "seeds", "speedup (geo-mean) [95% CI]", "perf. profile"]
+    if one:
+        header += ["compute-to-target (median [IQR])", "best acc (median ± IQR)", "AUC", "pass@k at best",
+                   "entropy"]
+    else:
+        header += [f"speedup {w}" for w in workloads]
+    header.append("flags")
+    rows = []
+    for e in results["entries"]:
+        lo, hi = e["rank_interval"]
+        s = e["score"]
+        name = e["label"] + (" (reference)" if e["reference"] else "")
+        row = [str(e["band"]), f"{e['rank']} [{lo}–{hi}]", name, f"({e['workers']},{e['trainers']})",
+               "/".join(str(e["workloads"][w]["n_seeds"]) for w in workloads),
+               f"{format_number(s['speedup_geomean'])} [{format_number(s['ci95'][0])}, "
+               f"{format_number(s['ci95'][1])}]",
+               format_number(e["performance_profile"])]
+        if one:
+            d = e["workloads"][one]
+            c = d["compute_to_target"]
+            pk = ", ".join(f"{k.rsplit('_', 1)[1]}: {v:.3f}" for k, v in d["pass_at_k_at_best"].items())
+            row += [f"{format_compute(c['median'])} [{format_compute(c['q1'])}, {format_compute(c['q3'])}]",
+                    f"{format_number(d['best_accuracy']['median'])} ± {format_number(d['best_accuracy']['iqr'])}",
+                    format_number(d["auc"]["median"]), pk or "-", format_number(d["final_entropy"])]
+        else:
+            row += [format_number(e["workloads"][w]["speedup"]["median"]) for w in workloads]
+        row.append("; ".join(e["flags"]))
+        rows.append(row)
+    return header, rows
+
+
+def print_leaderboard(results: dict, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    # a wide table: never squeeze it into an 80-column pipe (lines may wrap in a narrow terminal instead)
+    console = console or Console(width=max(Console().width, 170))
+    header, rows = table_rows(results)
+    table = Table(title=title(results),
+                  caption="speedup = reference compute-to-target / entry's (median over seeds); ranked by it; "
+                          "entries in one band are not separable at 95%")
+    for col in header:
+        table.add_column(col, justify="left" if col in ("entry", "flags") else "right")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    if results["not_ranked"]:
+        t = Table(title="not ranked")
+        for col in ("entry", "reason", "runs"):
+            t.add_column(col)
+        for n in results["not_ranked"]:
+            t.add_row(n["key"], n["reason"], str(len(n["run_ids"])))
+        console.print(t)
+    if results["excluded_runs"]:
+        t = Table(title="excluded runs")
+        for col in ("workload", "strategy", "seed", "run id", "reason"):
+            t.add_column(col)
+        for x in results["excluded_runs"]:
+            t.add_row(x["workload"], x["strategy"], str(x["seed"]), x["run_id"], x["reason"])
+        console.print(t)
+    for w, info in results["unscored_workloads"].items():
+        console.print(f"[yellow]workload {w}: {info['runs']} runs not scored (no target); run `{info['fix']}`[/]")
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(results: dict) -> str:
+    header, rows = table_rows(results)
+    out = [f"# {title(results)}", "",
+           f"Generated {results['generated']} from MLflow (code {results['code_version']}) by "
+           "`replaybench leaderboard build`; every number is in `results.json` with the MLflow run ids it comes "
+           "from. Rules: [README.md](README.md).", "",
+           "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    out += ["", "## Not ranked", ""]
+    if results["not_ranked"]:
+        out += ["| entry | reason | runs |", "|---|---|---|"]
+        out += [f"| {_md_cell(n['key'])} | {_md_cell(n['reason'])} | {len(n['run_ids'])} |"
+                for n in results["not_ranked"]]
+    else:
+        out.append("None.")
+    out += ["", "## Excluded runs", ""]
+    if results["excluded_runs"]:
+        out += ["| workload | strategy | seed | MLflow run | reason |", "|---|---|---|---|---|"]
+        out += [f"| {x['workload']} | {_md_cell(x['strategy'])} | {x['seed']} | `{x['run_id']}` | "
+                f"{_md_cell(x['reason'])} |" for x in results["excluded_runs"]]
+    else:
+        out.append("None.")
+    if results["unscored_workloads"]:
+        out += ["", "## Workloads without a target", ""]
+        out += [f"- {w}: {i['runs']} runs; `{i['fix']}`" for w, i in results["unscored_workloads"].items()]
+    return "\n".join(out) + "\n"

@@ -15,8 +15,9 @@ import pytest
 
 import benchmark.grading.tasks
 from benchmark.cli import main
-from benchmark.grading import lean
-from benchmark.grading.lean import LeanUnavailable, Message, judge, parse_plain, parse_repl, read_repl_responses
+from benchmark.grading import lean, lean_output
+from benchmark.grading.lean import LeanUnavailable
+from benchmark.grading.lean_output import Message, judge, parse_plain, parse_repl, read_repl_responses
 from benchmark.grading.tasks import load_task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lean"
@@ -79,16 +80,16 @@ def test_verdicts_on_recorded_messages():
     report = [Message("info", STANDARD_REPORT.replace("Classical.em", "one_add_one"))]
     assert judge(report, "one_add_one").correct
     error = parse_repl(repl_responses("repl_v4.24/incomplete.expected.out")[0])
-    assert judge(error + report, "one_add_one").reason == lean.LEAN_ERROR
+    assert judge(error + report, "one_add_one").reason == lean_output.LEAN_ERROR
     kernel = parse_repl(repl_responses("repl_v4.24/app_type_mismatch.expected.out")[0])
     assert judge(kernel + report, "one_add_one").detail.startswith("(kernel) declaration has metavariables")
     for fixture in ("repl_v4.24/tactic_sorry.expected.out", "repl_v4.33/tactic_sorry.expected.out"):
         warning = parse_repl(repl_responses(fixture)[0])  # 'sorry' (v4.24) and `sorry` (v4.33)
-        assert judge(warning + report, "one_add_one").reason == lean.SORRY
-    assert judge([Message("info", REPORTS[3])], "contra").reason == lean.SORRY  # sorryAx
+        assert judge(warning + report, "one_add_one").reason == lean_output.SORRY
+    assert judge([Message("info", REPORTS[3])], "contra").reason == lean_output.SORRY  # sorryAx
     native = judge([Message("info", REPORTS[1])], "false_theorem")  # native_decide's axioms
-    assert native.reason == lean.AXIOM and "Lean.ofReduceBool" in native.detail
-    assert judge([], "one_add_one").reason == lean.GARBAGE  # no report: no evidence of a proof
+    assert native.reason == lean_output.AXIOM and "Lean.ofReduceBool" in native.detail
+    assert judge([], "one_add_one").reason == lean_output.GARBAGE  # no report: no evidence of a proof
     assert judge([Message("info", "'Nat.foo'' does not depend on any axioms")], "foo'").correct  # primed name
     # the last report counts: a proof cannot print a fake one before ours
     fake = Message("info", STANDARD_REPORT.replace("Classical.em", "false_theorem"))
@@ -96,22 +97,24 @@ def test_verdicts_on_recorded_messages():
 
 
 @pytest.mark.parametrize("proof, reason", [
-    ("  sorry", lean.SORRY), ("  nlinarith\n  admit", lean.SORRY), ("  exact (by sorry)", lean.SORRY),
-    ("  simp\n\naxiom cheat : 1 + 1 = 3", lean.AXIOM),
+    ("  sorry", lean_output.SORRY), ("  nlinarith\n  admit", lean_output.SORRY),
+    ("  exact (by sorry)", lean_output.SORRY),
+    ("  simp\n\naxiom cheat : 1 + 1 = 3", lean_output.AXIOM),
     ("  norm_num -- no sorry here\n  /- admit -/", None), ("  exact sorry_free_lemma", None),
     ("  nlinarith [sq_nonneg (a - b), sq_nonneg (a + b)]", None),
 ])
 def test_forbidden_text(proof, reason):
-    found = lean.forbidden_in_text(proof)
+    found = lean_output.forbidden_in_text(proof)
     assert (found[0] if found else None) == reason
 
 
 def test_statement_helpers():
-    assert lean.theorem_name(GOLD) == "one_add_one"
-    assert lean.theorem_name("/-- theorem fake -/\ntheorem real_name (x : ℕ) : x = x := by\n") == "real_name"
-    header, statement = lean.split_header(GOLD)
+    assert lean_output.theorem_name(GOLD) == "one_add_one"
+    assert lean_output.theorem_name("/-- theorem fake -/\ntheorem real_name (x : ℕ) : x = x := by\n") == "real_name"
+    header, statement = lean_output.split_header(GOLD)
     assert header == "import Mathlib\n\nopen Real\n\n" and statement.startswith("/-- Show")
-    assert lean.build_source(GOLD, "  norm_num\n", "one_add_one").endswith("  norm_num\n\n#print axioms one_add_one\n")
+    source = lean_output.build_source(GOLD, "  norm_num\n", "one_add_one")
+    assert source.endswith("  norm_num\n\n#print axioms one_add_one\n")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -237,7 +240,7 @@ def test_file_mode_clean_proof_passes(fake_lean, monkeypatch, positioned):
     if positioned:
         monkeypatch.setenv("FAKE_LEAN_POSITIONED", "1")
     verdict = checker().check(GOLD, "  norm_num\n")
-    assert verdict.correct and verdict.reason == lean.CORRECT, verdict
+    assert verdict.correct and verdict.reason == lean_output.CORRECT, verdict
 
 
 def test_file_mode_replays_recorded_errors_and_sorry(fake_lean, monkeypatch, tmp_path):
@@ -245,19 +248,19 @@ def test_file_mode_replays_recorded_errors_and_sorry(fake_lean, monkeypatch, tmp
     monkeypatch.setenv("FAKE_LEAN_OUTPUT", str(FIXTURES / "plain/1011.lean.expected.out"))
     monkeypatch.setenv("FAKE_LEAN_RC", "1")
     verdict = checker().check(GOLD, "  exact A\n")
-    assert (verdict.reason, verdict.detail) == (lean.LEAN_ERROR, "unknown identifier 'A'")
+    assert (verdict.reason, verdict.detail) == (lean_output.LEAN_ERROR, "unknown identifier 'A'")
     warnings_only = tmp_path / "sorry.out"  # the sorry warnings of 1007, without its error: Lean exits 0
     warnings_only.write_text("".join((FIXTURES / "plain/1007.lean.expected.out").read_text().splitlines(True)[:8]))
     monkeypatch.setenv("FAKE_LEAN_OUTPUT", str(warnings_only))
     monkeypatch.setenv("FAKE_LEAN_RC", "0")
-    assert checker().check(GOLD, "  exact helper\n").reason == lean.SORRY
+    assert checker().check(GOLD, "  exact helper\n").reason == lean_output.SORRY
 
 
 def test_text_check_fails_before_lean_runs(fake_lean, monkeypatch):
     monkeypatch.setenv("FAKE_LEAN_MODE", "hang")  # Lean would hang: it must not be started
-    assert checker(timeout=30).check(GOLD, "  sorry\n").reason == lean.SORRY
-    assert checker(timeout=30).check(GOLD, "  exact cheat\naxiom cheat : (1 : ℕ) + 1 = 2\n").reason == lean.AXIOM
-    assert checker(timeout=30).check("no statement here", "  simp").reason == lean.NO_STATEMENT
+    assert checker(timeout=30).check(GOLD, "  sorry\n").reason == lean_output.SORRY
+    assert checker(timeout=30).check(GOLD, "  exact cheat\naxiom cheat : (1 : ℕ) + 1 = 2\n").reason == lean_output.AXIOM
+    assert checker(timeout=30).check("no statement here", "  simp").reason == lean_output.NO_STATEMENT
 
 
 @pytest.mark.parametrize("mode", ["file", "repl"])
@@ -266,7 +269,7 @@ def test_hang_is_killed_with_its_whole_process_group(fake_lean, monkeypatch, mod
     start = time.monotonic()
     verdict = checker(mode, timeout=1.5).check(GOLD, "  norm_num\n")
     elapsed = time.monotonic() - start
-    assert verdict.reason == lean.TIMEOUT
+    assert verdict.reason == lean_output.TIMEOUT
     assert elapsed < 1.5 + 3.0  # the limit plus start-up slack
     pids = [int(p) for p in (fake_lean / "pids").read_text().split()]
     deadline = time.monotonic() + 2
@@ -279,18 +282,18 @@ def test_hang_is_killed_with_its_whole_process_group(fake_lean, monkeypatch, mod
 def test_crash_and_garbage(fake_lean, monkeypatch, mode):
     monkeypatch.setenv("FAKE_LEAN_MODE", "crash")
     crash = checker(mode).check(GOLD, "  norm_num\n")
-    assert crash.reason == lean.CRASHED and "PANIC" in crash.detail
+    assert crash.reason == lean_output.CRASHED and "PANIC" in crash.detail
     monkeypatch.setenv("FAKE_LEAN_MODE", "garbage")
-    assert checker(mode).check(GOLD, "  norm_num\n").reason == lean.GARBAGE
+    assert checker(mode).check(GOLD, "  norm_num\n").reason == lean_output.GARBAGE
     if mode == "file":
         monkeypatch.setenv("FAKE_LEAN_RC", "3")  # garbage and a strange exit status: Lean did not finish
-        assert checker(mode).check(GOLD, "  norm_num\n").reason == lean.CRASHED
+        assert checker(mode).check(GOLD, "  norm_num\n").reason == lean_output.CRASHED
 
 
 def test_memory_limit_applies_to_lean(fake_lean, monkeypatch):
     monkeypatch.setenv("FAKE_LEAN_MODE", "hog")  # allocates 2 GiB, then reports
     monkeypatch.setenv(lean.MEMORY_ENV, "1")
-    assert checker().check(GOLD, "  norm_num\n").reason == lean.CRASHED
+    assert checker().check(GOLD, "  norm_num\n").reason == lean_output.CRASHED
     monkeypatch.setenv(lean.MEMORY_ENV, "0")  # no limit
     assert checker().check(GOLD, "  norm_num\n").correct
 
@@ -315,7 +318,7 @@ def test_repl_mode_loads_the_header_once_and_replays_recorded_output(fake_lean, 
         verdict = fresh.check(GOLD, "  apply Nat.succ\n")
     finally:
         fresh.close()
-    assert (verdict.reason, verdict.detail) == (lean.LEAN_ERROR, "unsolved goals")
+    assert (verdict.reason, verdict.detail) == (lean_output.LEAN_ERROR, "unsolved goals")
 
 
 def test_pool_keeps_order(fake_lean):
@@ -477,7 +480,7 @@ def test_minif2f_loads_offline_from_bundled_data(no_hub, name, header_start):
         prompt = task.doc_to_text(doc)
         assert prompt.startswith(header_start) and prompt.endswith(":= by\n")
         assert task.config["doc_to_target"](doc) == prompt
-        assert lean.theorem_name(prompt) == doc["name"]
+        assert lean_output.theorem_name(prompt) == doc["name"]
 
 
 def test_minif2f_yaml_is_valid_for_lm_eval():

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-from benchmark.grading.lean import check, check_concurrently, split_header
+from benchmark.grading.lean import check, check_concurrently
+from benchmark.grading.lean_output import split_header
 
 _TRAILING_SORRY = re.compile(r"\s*sorry\s*$")
 

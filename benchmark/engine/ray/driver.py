@@ -22,19 +22,15 @@ holds one GPU (or `gpus_per_actor` of one), the trainers all-reduce with NCCL, t
 a free GPU or shares worker 0's; the strategy actor and the driver stay on CPUs. Without GPUs every
 actor gets an equal share of the CPUs and the trainers all-reduce with gloo.
 
-Compute. The budget is counted with the cost model (`benchmark/engine/costs.py`) from tokens. The
-normalised clock is the busier role's normalised busy time, mu * generated tokens / W for the
-workers or trained tokens / T for the trainers (the workers never wait, in either executor), and
-compute used = (W + T) * clock, as in the pipeline. Real wall seconds are measured too: busy
-seconds of each actor (time inside generate / train calls) and idle seconds (the rest of the
-run), logged as `measured/*` next to the normalised figures; `measured/mu` is the ratio of the
-measured device-seconds per generated token to those per trained token.
+Compute. The budget is counted with the cost model (`benchmark/engine/costs.py`) from tokens: the
+normalised clock is the busier role's normalised busy time (mu * generated tokens / W, or trained
+tokens / T) and compute used = (W + T) * clock, as in the pipeline. Busy and idle wall seconds of
+each role are logged as `measured/*`; `measured/mu` is the measured device-seconds per generated
+token over those per trained token.
 
-Not deterministic. Which rollouts a trainer step sees depends on the real order in which
-generations and steps finish, so two runs with the same seed differ; on the CPU tier the
-virtual-time pipeline remains the scoring reference. Ray runs are recorded in the MLflow
-experiment `replaybench-ray/<workload>`, which the leaderboard does not read. Ray is imported
-only here, so the rest of ReplayBench runs without the `distributed` extra.
+Not deterministic: which rollouts a step sees depends on the real order in which generations and
+steps finish. On the CPU tier the virtual-time pipeline remains the scoring reference; Ray runs go
+to the MLflow experiment `replaybench-ray/<workload>`, which the leaderboard does not read.
 """
 
 from __future__ import annotations

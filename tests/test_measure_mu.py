@@ -62,3 +62,14 @@ def test_vllm_engine_missing_is_one_clear_line(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "vllm", None)
     assert main(["measure-mu", "--workload", "arith-tiny", "--engine", "vllm", "--repeats", "1"]) == 2
     assert '.[gpu]' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("task", ["openr1_math", "math500"])
+def test_measure_mu_on_a_paper_workload_with_the_bundled_data(tiny_checkpoint, task):
+    # The paper workload's settings (G = 16, B = 60, its prompts and data) with the CPU model in place of
+    # the hub model; the bundled MATH and OpenR1 rows have no `id`.
+    workload = load_workload("qwen3-0.6b-openr1", {
+        "task": task, "model.source": "tiny", "model.checkpoint": str(tiny_checkpoint), "model.dtype": "float32",
+        "data_path": {}, "max_new_tokens": 8})
+    m = measure(workload, repeats=1, log=lambda *_: None)
+    assert m.rollouts == 48 and m.mu > 0  # 60 // 16 prompts x 16 samples

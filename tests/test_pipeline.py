@@ -1,22 +1,52 @@
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import small_workload
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from benchmark.pipeline import Pipeline
 from benchmark.strategy import build_strategy
+from benchmark.strategy import load_strategy_class
 
 BASELINES = Path(__file__).resolve().parent.parent / "baselines"
 
 
-def make_pipeline(checkpoint, task, strategy, params, seed=0, **overrides):
+def make_pipeline(checkpoint, task, strategy, params, seed=0, model=None, start=True, **overrides):
+    """strategy: a baseline's name or a strategy object; model: the trainers' model (default: the checkpoint's)."""
     w = small_workload(checkpoint, **overrides)
-    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    model = model or AutoModelForCausalLM.from_pretrained(checkpoint)
     tok = AutoTokenizer.from_pretrained(checkpoint, padding_side="left")
-    p = Pipeline(w, task, model, tok, build_strategy(BASELINES / f"{strategy}.py", params), seed)
-    p.start()
+    if isinstance(strategy, str):
+        strategy = build_strategy(BASELINES / f"{strategy}.py", params)
+    p = Pipeline(w, task, model, tok, strategy, seed)
+    if start:
+        p.start()
     return p
+
+
+def recording(name, params):
+    """The baseline `name`, keeping what it is handed: .seen_pool (the pool's rollouts) and .seen_groups."""
+    cls = load_strategy_class(BASELINES / f"{name}.py")
+
+    class Recording(cls):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.seen_pool, self.seen_groups = [], []
+
+        def add_pool(self, rollouts, ctx):
+            self.seen_pool.extend(rollouts)
+            super().add_pool(rollouts, ctx)
+
+        def add(self, rollouts, ctx):
+            self.seen_groups.append(list(rollouts))
+            super().add(rollouts, ctx)
+
+    return Recording(**params)
+
+
+def tokens(rollouts):
+    return sum(len(r.prompt_ids) + len(r.completion_ids) for r in rollouts)
 
 
 def test_replay_ratio_matches_mu_T_over_W_and_compute_is_devices_times_time(tiny_checkpoint, arith_task):
@@ -55,8 +85,16 @@ def test_same_seed_same_run_and_other_seed_differs(tiny_checkpoint, arith_task):
     assert runs[0] != runs[2]
 
 
-def test_checkpoint_round_trip_continues_identically(tiny_checkpoint, arith_task, tmp_path):
-    straight = make_pipeline(tiny_checkpoint, arith_task, "fifo_uniform", {"buffer_size": 32})
+@pytest.mark.parametrize("strategy, params", [
+    ("fifo_uniform", {"buffer_size": 32}),
+    ("prioritized", {"buffer_size": 32}),  # importance weights from advantages
+    ("rlep", {"pool_prompts": 10, "pool_samples": 4}),  # a pool and regrouped advantages
+])
+def test_checkpoint_round_trip_continues_identically(tiny_checkpoint, coin_task, tmp_path, strategy, params):
+    # coin_task: mixed rewards, so that every step moves the weights and the optimiser's moments.
+    start_weights = AutoModelForCausalLM.from_pretrained(tiny_checkpoint).state_dict()
+    straight_model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
+    straight = make_pipeline(tiny_checkpoint, coin_task, strategy, params, model=straight_model)
     straight.run()
 
     class Stop(Exception):
@@ -67,14 +105,22 @@ def test_checkpoint_round_trip_continues_identically(tiny_checkpoint, arith_task
             p.save(tmp_path / "state.pt")
             raise Stop
 
-    first = make_pipeline(tiny_checkpoint, arith_task, "fifo_uniform", {"buffer_size": 32})
+    first = make_pipeline(tiny_checkpoint, coin_task, strategy, params)
     with pytest.raises(Stop):
         first.run(on_checkpoint=stop_at_second)
-    resumed = make_pipeline(tiny_checkpoint, arith_task, "fifo_uniform", {"buffer_size": 32})
+    resumed_model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
+    resumed = make_pipeline(tiny_checkpoint, coin_task, strategy, params, model=resumed_model, start=False)
     resumed.load(tmp_path / "state.pt")
     resumed.run()
+
+    assert any(not torch.equal(v, start_weights[k]) for k, v in straight_model.state_dict().items())
+    assert any(m[0] == "train/loss" and m[1] != 0 for m in straight.pending_metrics)
     assert resumed.eval_history == straight.eval_history
     assert resumed.trainer_step == straight.trainer_step
+    assert resumed.pending_metrics == straight.pending_metrics  # train/loss, grad norms, ... step by step
+    resumed_weights = resumed_model.state_dict()
+    for name, value in straight_model.state_dict().items():
+        assert torch.equal(resumed_weights[name], value), name
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in BASELINES.glob("*.py")))
@@ -88,13 +134,20 @@ def test_every_baseline_trains_in_the_pipeline(tiny_checkpoint, arith_task, name
 
 
 def test_pool_phase_is_charged_and_precedes_the_workers(tiny_checkpoint, arith_task):
-    p = make_pipeline(tiny_checkpoint, arith_task, "rlep", {"pool_prompts": 20, "pool_samples": 4},
-                      **{"pipeline.workers": 6, "pipeline.trainers": 2})
-    pool_event = p.events[0]
-    assert len(p.events) == 1 and pool_event.kind == 2  # only the pool is in flight at first
-    pool_rollouts = sum(len(g.completions) for g in pool_event.payload)
-    assert pool_rollouts == 80
+    strategy = recording("rlep", {"pool_prompts": 20, "pool_samples": 4})
+    p = make_pipeline(tiny_checkpoint, arith_task, strategy, None, **{"pipeline.workers": 6, "pipeline.trainers": 2})
     p.run()
+    mu = small_workload(tiny_checkpoint).pipeline.mu
+    assert len(strategy.seen_pool) == 80
+    # the pool is generated on all 8 devices, and the workers start only when it is done
+    pool_end = mu * tokens(strategy.seen_pool) / 8
+    assert pool_end > 100
+    assert [r.created_time for r in strategy.seen_pool] == pytest.approx([pool_end] * 80)
+    assert all(r.policy_version == 0 for r in strategy.seen_pool)
+    starts = sorted(group[0].created_time - mu * tokens(group) for group in strategy.seen_groups)
+    assert starts[:6] == pytest.approx([pool_end] * 6)  # each worker's first generation
+    assert starts[6] > pool_end + 1
     s = p.summary()
-    assert s["rollouts_generated"] > pool_rollouts and s["trainer_steps"] > 0
+    assert s["rollouts_generated"] == 80 + sum(map(len, strategy.seen_groups))
+    assert s["trainer_steps"] > 0
     assert s["compute_used"] == pytest.approx(60_000)

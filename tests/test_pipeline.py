@@ -26,13 +26,14 @@ def make_pipeline(checkpoint, task, strategy, params, seed=0, model=None, start=
 
 
 def recording(name, params):
-    """The baseline `name`, keeping what it is handed: .seen_pool (the pool's rollouts) and .seen_groups."""
+    """The baseline `name`, keeping what it is handed (.seen_pool: the pool's rollouts, .seen_groups) and the
+    batches it returns (.returned)."""
     cls = load_strategy_class(BASELINES / f"{name}.py")
 
     class Recording(cls):
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
-            self.seen_pool, self.seen_groups = [], []
+            self.seen_pool, self.seen_groups, self.returned = [], [], []
 
         def add_pool(self, rollouts, ctx):
             self.seen_pool.extend(rollouts)
@@ -41,6 +42,12 @@ def recording(name, params):
         def add(self, rollouts, ctx):
             self.seen_groups.append(list(rollouts))
             super().add(rollouts, ctx)
+
+        def sample(self, batch_size, ctx):
+            batch = super().sample(batch_size, ctx)
+            if batch is not None:
+                self.returned.append(list(getattr(batch, "rollouts", batch)))
+            return batch
 
     return Recording(**params)
 
@@ -62,6 +69,53 @@ def test_replay_ratio_matches_mu_T_over_W_and_compute_is_devices_times_time(tiny
     assert s["compute_used"] == pytest.approx(8 * s["virtual_time"])
     assert s["compute_used"] == pytest.approx(400_000)
     assert s["trainer_idle_fraction"] < 0.05
+
+
+@pytest.mark.parametrize("strategy, params, workers", [
+    ("on_policy", {"buffer_size": 32}, 2),  # trainers wait for data
+    ("rlep", {"pool_prompts": 12, "pool_samples": 4}, 6),  # workers wait for the pool
+    ("fifo_uniform", {"buffer_size": 32}, 5),  # trainers never wait once the buffer holds a batch
+])
+def test_busy_and_idle_time_follow_the_tokens_generated_and_trained(tiny_checkpoint, arith_task, strategy, params,
+                                                                    workers):
+    trainers = 8 - workers
+    recorder = recording(strategy, params)
+    p = make_pipeline(tiny_checkpoint, arith_task, recorder, None,
+                      **{"pipeline.workers": workers, "pipeline.trainers": trainers})
+    p.run()
+    s = p.summary()
+    mu, clock, groups = small_workload(tiny_checkpoint).pipeline.mu, s["virtual_time"], recorder.seen_groups
+    assert s["compute_used"] == pytest.approx(60_000) and clock == pytest.approx(60_000 / 8)
+    assert s["rollouts_generated"] == len(recorder.seen_pool) + sum(map(len, groups))
+
+    # A generation lasts mu x its tokens (prompt + completion) on one worker, which then starts the next one:
+    # each generation starts when the workers start or when an earlier one ends.
+    start = mu * tokens(recorder.seen_pool) / 8 if recorder.seen_pool else 0.0
+    ends = [group[0].created_time for group in groups]
+    starts = [end - mu * tokens(group) for end, group in zip(ends, groups)]
+    assert sum(x == pytest.approx(start) for x in starts) == workers
+    assert all(x == pytest.approx(start) or any(x == pytest.approx(e) for e in ends[:i])
+               for i, x in enumerate(starts))
+    worker_busy = (1 - s["worker_idle_fraction"]) * workers * clock
+    assert worker_busy == pytest.approx(workers * (clock - start))  # busy from their start to the end
+    finished = mu * sum(map(tokens, groups))
+    in_flight = workers * max(mu * tokens(g) for g in groups)
+    assert finished <= worker_busy + 1e-6 and worker_busy < finished + in_flight
+
+    # A trainer step lasts its batch's tokens / T; the last one may still be in flight at the end.
+    batches = recorder.returned
+    assert len(batches) - s["trainer_steps"] in (0, 1)
+    assert s["samples_trained"] == sum(map(len, batches[:s["trainer_steps"]]))
+    trainer_busy = (1 - s["trainer_idle_fraction"]) * clock
+    done = sum(map(tokens, batches[:s["trainer_steps"]])) / trainers
+    if len(batches) == s["trainer_steps"]:
+        assert trainer_busy == pytest.approx(done)
+    else:
+        assert done <= trainer_busy + 1e-6 and trainer_busy <= done + tokens(batches[-1]) / trainers + 1e-6
+    assert s["trainer_steps"] > 3
+    if strategy == "fifo_uniform":  # busy from the 4th group (a batch of 16) on; the step in flight is cut at the end
+        assert len(batches) == s["trainer_steps"] + 1
+        assert trainer_busy == pytest.approx(clock - ends[3])
 
 
 def test_on_policy_uses_every_trained_rollout_once(tiny_checkpoint, arith_task):

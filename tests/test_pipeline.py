@@ -7,7 +7,6 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from benchmark.pipeline import Pipeline
 from benchmark.strategy import build_strategy
-from benchmark.strategy import load_strategy_class
 
 BASELINES = Path(__file__).resolve().parent.parent / "baselines"
 
@@ -28,6 +27,8 @@ def make_pipeline(checkpoint, task, strategy, params, seed=0, model=None, start=
 def recording(name, params):
     """The baseline `name`, keeping what it is handed (.seen_pool: the pool's rollouts, .seen_groups) and the
     batches it returns (.returned)."""
+    from benchmark.strategy import load_strategy_class
+
     cls = load_strategy_class(BASELINES / f"{name}.py")
 
     class Recording(cls):

@@ -1,3 +1,5 @@
+import dataclasses
+import hashlib
 import importlib.util
 
 import pytest
@@ -17,6 +19,22 @@ if importlib.util.find_spec("vllm") is None:
 @pytest.fixture(scope="session")
 def arith_task():
     return load_task("arith_tiny")
+
+
+@pytest.fixture(scope="session")
+def coin_task(arith_task):
+    return coin_reward_task(arith_task)
+
+
+def coin_reward_task(task):
+    """The task with its reward replaced by a fixed function of the completion's text (about half of all
+    texts score 1): the random-init tiny model then gets mixed groups, non-zero advantages, real gradient
+    steps and non-zero evaluations, so that a result depends on the weights."""
+
+    def process_results(doc, results):
+        return {task.metric: float(hashlib.sha256(results[0].encode()).digest()[0] % 2)}
+
+    return dataclasses.replace(task, process_results=process_results)
 
 
 @pytest.fixture(scope="session")

@@ -49,6 +49,22 @@ def test_eval_of_the_warm_started_model_on_its_own_task_is_real(isolated_runs):
     assert 0.1 < run.data.metrics["pass_at_1"] < 0.5
 
 
+def test_sampled_eval_metrics_are_the_scores_of_the_recorded_completions(isolated_runs, tmp_path):
+    out = tmp_path / "completions.jsonl"
+    assert main(["eval", "--model", CPU_MODEL, "--task", "arith_tiny", "--n", "4", "--k", "1,4", "--limit", "30",
+                 "--out", str(out)]) == 0
+    _, [run] = eval_runs("arith_tiny")
+    m = run.data.metrics
+    task, docs = load_task("arith_tiny"), load_task("arith_tiny").docs("test")[:30]
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(line["score"] == task.score(docs[line["problem"]], line["completion"]) for line in lines)
+    by_temperature = {t: [line for line in lines if line["temperature"] == t] for t in (0.1, 1.0)}
+    for t, k in [(0.1, 1), (1.0, 4)]:
+        correct = [sum(line["score"] for line in by_temperature[t] if line["problem"] == i) for i in range(30)]
+        assert m[f"pass_at_{k}"] == pytest.approx(sum(pass_at_k(4, int(c), k) for c in correct) / 30)
+    assert 0 < m["pass_at_1"] < m["pass_at_4"] < 1  # the start checkpoint solves some problems, not all
+
+
 def test_in_loop_evaluation_and_the_eval_command_share_the_code():
     model, tokenizer = load_pretrained(CPU_MODEL)
     engine, task = HFEngine(model, tokenizer), load_task("arith_tiny")
@@ -56,9 +72,11 @@ def test_in_loop_evaluation_and_the_eval_command_share_the_code():
     loop = evaluate(engine, task, docs, temperature=1.0, pass_k=[1, 4], pass_k_samples=4, pass_k_problems=40, seed=7)
     ours, [samples] = pass_at_ks(engine, task, docs, n=4, ks=[4], seed=7)  # pass@k's samples: same seed, same draw
     assert (samples.pass_at(1), ours["pass_at_4"]) == (loop["pass_at_1"], loop["pass_at_4"])
+    assert 0 < loop["pass_at_1"] < loop["pass_at_4"]  # non-zero: a scorer that always says 0 would not pass
     greedy, _ = pass_at_ks(engine, task, docs, n=4, ks=[1], seed=7, greedy=True)
     assert greedy["pass_at_1"] == evaluate(engine, task, docs, temperature=0.0, pass_k=[1], pass_k_samples=1,
                                            pass_k_problems=0, seed=7)["accuracy"]
+    assert greedy["pass_at_1"] > 0
 
 
 def test_unbiased_estimator():

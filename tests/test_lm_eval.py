@@ -29,6 +29,30 @@ def test_lm_eval_runs_math500_with_the_cpu_model():
     assert len(out["samples"]["math500"]) == 4
 
 
+def test_lm_eval_scores_the_start_checkpoint_on_arith_tiny_as_we_do(monkeypatch):
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    model, tokenizer = load_pretrained(str(TASKS_DIR / "arith_tiny" / "checkpoint"))
+    monkeypatch.chdir(TASKS_DIR / "arith_tiny")  # its data_files are relative to its folder (no custom_dataset)
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=20, device="cpu", max_length=64)
+    manager = TaskManager(include_path=str(TASKS_DIR), include_defaults=False)
+    out = simple_evaluate(model=lm, tasks=["arith_tiny"], task_manager=manager, limit=20, bootstrap_iters=0,
+                          log_samples=True)
+    task = load_task("arith_tiny")
+    samples = out["samples"]["arith_tiny"]
+    assert len(samples) == 20
+    scores = []
+    for sample in samples:
+        [[completion]] = sample["resps"]
+        assert sample["exact_match"] == task.score(sample["doc"], completion)
+        scores.append(sample["exact_match"])
+    # the start checkpoint answers about a quarter greedily: a scorer that always says 0 would not pass
+    score = out["results"]["arith_tiny"]["exact_match,none"]
+    assert score == pytest.approx(sum(scores) / 20) and 0 < score < 1
+
+
 @pytest.mark.parametrize("name", ["math500", "openr1_math"])  # openr1_math is evaluated on MATH-500, offline
 def test_lm_eval_scores_with_our_verifier(name):
     from lm_eval.tasks import TaskManager

@@ -1,12 +1,15 @@
 """The paper's workloads: their settings, the schema that holds them, and a few CPU steps of each with the
 tiny model substituted for the hub model (so that nothing but hardware stands between them and a GPU run)."""
 
+import hashlib
 import re
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from benchmark.leaderboard.compliance import canonical_workload, differing_settings
+from benchmark.rl.grpo import GRPOTrainer
 from benchmark.runner import RunSpec, run
 from benchmark.tracking import find_runs
 from benchmark.workload import WorkloadError, load_workload
@@ -67,13 +70,28 @@ def test_each_paper_workload_runs_on_cpu_with_the_tiny_model(tiny_checkpoint, is
     import benchmark.grading.lean_task
 
     # Checking Lean proofs is the Lean task's own business (its tests); here, with or without Lean on the
-    # machine, the check is stubbed: every proof fails.
+    # machine, the check is stubbed: a proof passes or fails by a hash of its text, so that groups get mixed
+    # rewards, non-zero advantages and steps that move the weights.
+    def verdict(gold, completion, timeout=None):
+        return SimpleNamespace(correct=hashlib.sha256((gold + completion).encode()).digest()[0] % 2 == 0)
+
     monkeypatch.setattr(benchmark.grading.lean, "lean_setup", lambda *args, **kwargs: None)
-    monkeypatch.setattr(benchmark.grading.lean_task, "check", lambda gold, completion, timeout=None: SimpleNamespace(
-        correct=False))
+    monkeypatch.setattr(benchmark.grading.lean_task, "check", verdict)
     monkeypatch.setattr(benchmark.grading.lean_task, "check_concurrently", lambda pairs, timeout=None: [
-        SimpleNamespace(correct=False) for _ in pairs])
+        verdict(gold, completion) for gold, completion in pairs])
+    steps = []  # per trainer step: (its batch's advantages, whether it changed the weights)
+    step = GRPOTrainer.step
+
+    def recording_step(self, rollouts, weights=None, **kwargs):
+        before = [p.detach().clone() for p in self.model.parameters()]
+        stats = step(self, rollouts, weights, **kwargs)
+        moved = any(not torch.equal(b, p) for b, p in zip(before, self.model.parameters()))
+        steps.append(([r.advantage for r in rollouts], moved))
+        return stats
+
+    monkeypatch.setattr(GRPOTrainer, "step", recording_step)
     for name in PAPER:
+        steps.clear()
         # miniF2F's first statements in the training stream are long: a little more budget for two steps
         w = load_workload(name, tiny_substitute(tiny_checkpoint, 1_000_000 if name.endswith("minif2f") else 400_000))
         summary = run(RunSpec(w, "baselines/fifo_uniform.py", {}, seed=0))
@@ -88,3 +106,7 @@ def test_each_paper_workload_runs_on_cpu_with_the_tiny_model(tiny_checkpoint, is
         if w.task == "openr1_math":
             assert (params["task_versions.openr1_math"], params["task_versions.math500"]) == ("1.1", "1.0")
         assert "eval/math500/accuracy" in record.data.metrics or w.task != "openr1_math"
+        if w.task == "minif2f":  # the stubbed verifier's mixed rewards reach the trainers and move the weights
+            assert any(a != 0 for advantages, _ in steps for a in advantages), name
+            assert all(moved for advantages, moved in steps if any(advantages)), name
+            assert summary["final"]["pass_at_8"] > 0

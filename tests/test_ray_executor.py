@@ -60,11 +60,19 @@ def test_ray_run_records_the_pipeline_metrics_and_agrees_in_kind(monkeypatch, is
 
     # data-parallel trainers end with identical weights
     assert s["trainers_in_sync"] and len(s["trainer_weights_sha256"]) == 2
-    # the evaluations sit at the scheduled compute points, with sane accuracies
+    # the evaluations sit at the scheduled compute points, taken as soon as the compute reached them (a
+    # rollout has at most 16 tokens: one step of 64 adds at most 4 * 64 * 16 / 2 = 2048 units), with sane accuracies
     assert [p["compute"] for p in s["eval_curve"]] == [0, 100_000, 200_000]
+    assert all(p["compute"] <= p["compute_at_eval"] < p["compute"] + 3_000 for p in s["eval_curve"])
     assert all(0 <= p["accuracy"] <= 1 and 0 <= p["pass_at_4"] <= 1 for p in s["eval_curve"])
     assert [p["trainer_step"] for p in s["eval_curve"]] == sorted(p["trainer_step"] for p in s["eval_curve"])
-    assert s["compute_used"] >= 200_000 and s["trainer_steps"] > 10
+    assert s["eval_curve"][0]["trainer_step"] == 0 and s["eval_curve"][-1]["trainer_step"] <= s["trainer_steps"]
+    # the budget stops the run: only the work in flight when it was spent is past it (2 generations of
+    # 8 x 16 tokens: 4 * 5.28 * 256 / 2 = 2703 units at most)
+    assert 200_000 <= s["compute_used"] < 204_000 and s["trainer_steps"] > 10
+    # the clock is the busier role's normalised time: that role is never idle
+    assert min(s["trainer_idle_fraction"], s["worker_idle_fraction"]) == pytest.approx(0, abs=1e-9)
+    assert s["samples_trained"] == 64 * s["trainer_steps"] and s["rollouts_generated"] % 8 == 0
     # the same dynamics in kind (the same order of magnitude) as the virtual-time pipeline on the same
     # config; unpaced, this CPU's own mu (about 1) would give a replay ratio near 1
     assert SIM_REPLAY_RATIO / 4 < s["replay_ratio"] < SIM_REPLAY_RATIO * 4
@@ -72,6 +80,8 @@ def test_ray_run_records_the_pipeline_metrics_and_agrees_in_kind(monkeypatch, is
     m = s["measured"]
     assert m["worker_busy_s"] > 0 and m["trainer_busy_s"] > 0 and 0 <= m["trainer_idle_frac"] <= 1
     assert m["compute_device_s"] == pytest.approx(4 * m["elapsed_s"])
+    assert m["worker_busy_s"] <= 2 * m["elapsed_s"] and m["trainer_busy_s"] <= 2 * m["elapsed_s"]
+    assert [p["measured_device_s"] for p in s["eval_curve"]] == sorted(p["measured_device_s"] for p in s["eval_curve"])
 
     # one finished MLflow run, outside the experiments the leaderboard scores
     c = client()
@@ -283,3 +293,146 @@ def test_an_engine_factory_that_takes_gpu_fraction_is_told_its_share(monkeypatch
     monkeypatch.setattr(vllm_engine.VLLMEngine, "from_model", classmethod(lambda cls, m, t, **options: options))
     assert vllm_engine.vllm_engine(None, None, gpu_fraction=0.5) == {"gpu_memory_utilization": 0.45}
     assert vllm_engine.vllm_engine(None, None) == {}
+
+
+# ---- the driver's normalised clock and budget stop, with a scripted stand-in for Ray -------------
+class Ref:
+    def __init__(self, value):
+        self.value = value
+
+
+class ScriptedRay(FakeRay):
+    """Actors that answer at once with scripted token counts; calls complete in the order they were made.
+    Records the driver's compute_used when each generation and trainer step starts."""
+
+    def __init__(self, gen_tokens=100, batch_tokens=400, pool=None, pool_tokens=50, adds_per_batch=1):
+        super().__init__({"CPU": 8.0})
+        self.gen_tokens, self.batch_tokens, self.pool, self.pool_tokens = gen_tokens, batch_tokens, pool, pool_tokens
+        self.adds_per_batch = adds_per_batch
+        self.pipeline = None
+        self.generations, self.pool_generations, self.steps, self.adds = [], 0, [], 0
+        self.parts_trained = 0
+
+    def _start(self, name, options, args):
+        self.created.append((name, options, args))
+        methods = {"open": lambda spec: None, "ready": lambda: {"weights_sha256": "start-hash"}, "close": lambda: None,
+                   "rendezvous_address": lambda: "tcp://127.0.0.1:1", "join": lambda address: None}
+        if name == "InferenceWorker":
+            methods["generate"] = self._generate
+        elif name == "StrategyHost":
+            methods.update(pool_request=lambda: self.pool, add_pool=lambda groups, clock: None, add=self._add,
+                           sample=self._sample, finish_step=lambda: {"reused_fraction": 0.0},
+                           usage=lambda: {"use_count": {}, "staleness_total": 0, "strategy_seconds": 0.0,
+                                          "strategy_calls": 0})
+        elif name == "Trainer":
+            methods.update(step=self._step, weights=lambda: (len(self.steps), {}), weights_sha256=lambda: "same")
+        elif name == "Evaluator":
+            methods["evaluate"] = lambda weights, index: {
+                "trainer_step": weights[0], "metrics": {"accuracy": 0.0}, "samples": [], "busy_s": 0.0}
+        return SimpleNamespace(**{m: self._method(f) for m, f in methods.items()})
+
+    def _method(self, f):
+        def call(*args, num_returns=1):
+            value = f(*(a.value if isinstance(a, Ref) else a for a in args))  # as Ray resolves refs passed in
+            return [Ref(v) for v in value] if num_returns > 1 else Ref(value)
+        return SimpleNamespace(remote=call, options=lambda num_returns: SimpleNamespace(
+            remote=lambda *args: call(*args, num_returns=num_returns)))
+
+    def _generate(self, doc, n, seed, weights, version, pace=None):
+        if self.pipeline is None or self.pipeline.run_started is None or self.pool_generations < (self.pool or (0,))[0]:
+            self.pool_generations += 1  # the pool, generated in start() before the workers' first generations
+            tokens = self.pool_tokens
+        else:
+            self.generations.append(self.pipeline.compute_used)
+            tokens = self.gen_tokens
+        assert len(self.generations) < 10_000, "runaway: the budget never stopped the run"
+        return {"tokens": tokens, "rollouts": n, "version": version, "busy_s": 0.001}, "group"
+
+    def _add(self, group, clock):
+        self.adds += 1
+
+    def _sample(self, batch_size):
+        if self.adds < self.adds_per_batch * (len(self.steps) + 1):
+            return (None,) * (1 + self.pipeline.T)
+        self.steps.append(self.pipeline.compute_used)
+        return ({"tokens": self.batch_tokens, "samples": batch_size},
+                *[([], None, 1 / self.pipeline.T)] * self.pipeline.T)
+
+    def _step(self, part, publish, min_seconds):
+        self.parts_trained += 1
+        return {"stats": {"loss": 0.0, "grad_norm": 0.0}, "share": part[2], "completion_tokens": 1, "busy_s": 0.001,
+                "published": None}
+
+    def get(self, refs, timeout=None):
+        return [r.value for r in refs] if isinstance(refs, list) else refs.value if isinstance(refs, Ref) else refs
+
+    def wait(self, refs, num_returns=1, timeout=None):
+        return refs[:num_returns], refs[num_returns:]  # the oldest call is done first
+
+
+def _scripted_pipeline(monkeypatch, fake, workers=3, trainers=1, budget=100_000, every=25_000):
+    import benchmark.engine.ray.driver as rx
+    from benchmark.engine.ledger import StrategySpec
+
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    w = load_workload("arith-tiny", {"pipeline.devices": workers + trainers, "pipeline.workers": workers,
+                                     "pipeline.trainers": trainers, "budget": budget, "eval.every": every})
+    pipeline = rx.RayPipeline(w, w.load_task(), 0)
+    pipeline.open_strategy(StrategySpec(FIFO, {}, {}))
+    fake.pipeline = pipeline
+    pipeline.start()
+    pipeline.run()
+    return pipeline, w
+
+
+@pytest.mark.parametrize("gen_tokens, batch_tokens, pool", [
+    (100, 400, None),  # mu * 100 / 3 per generation vs 400 / 1 per step: the trainer is the busier role
+    (300, 100, None),  # the workers are
+    (100, 400, (6, 4)),  # with a pool, charged to all devices before anything else
+])
+def test_ray_clock_is_the_busier_roles_normalised_time_after_the_pool(monkeypatch, gen_tokens, batch_tokens, pool):
+    fake = ScriptedRay(gen_tokens=gen_tokens, batch_tokens=batch_tokens, pool=pool, pool_tokens=50)
+    p, w = _scripted_pipeline(monkeypatch, fake)
+    mu, W, T = w.pipeline.mu, 3, 1
+    generated, trained = len(fake.generations) * gen_tokens, len(fake.steps) * batch_tokens
+    pool_time = mu * 50 * pool[0] / 4 if pool else 0.0
+    worker_time, trainer_time = mu * generated / W, trained / T
+    assert p.trainer_step == len(fake.steps) > 5 and fake.parts_trained == len(fake.steps) * T
+    assert p.clock == pytest.approx(pool_time + max(worker_time, trainer_time))
+    assert p.compute_used == pytest.approx(4 * p.clock)
+    assert p.trainer_idle_fraction() == pytest.approx(1 - trainer_time / p.clock)
+    assert p.worker_idle_fraction() == pytest.approx(1 - worker_time / p.clock)
+    assert min(p.trainer_idle_fraction(), p.worker_idle_fraction()) == pytest.approx(pool_time / p.clock)
+    s = p.summary()
+    assert s["virtual_time"] == pytest.approx(p.clock) and s["trainer_steps"] == len(fake.steps)
+    pooled = pool[0] * pool[1] if pool else 0
+    assert s["rollouts_generated"] == len(fake.generations) * w.grpo.group_size + pooled
+
+
+@pytest.mark.parametrize("gen_tokens, batch_tokens", [(100, 400), (300, 100)])
+def test_ray_budget_stops_new_work_and_counts_the_work_in_flight(monkeypatch, gen_tokens, batch_tokens):
+    fake = ScriptedRay(gen_tokens=gen_tokens, batch_tokens=batch_tokens)
+    p, w = _scripted_pipeline(monkeypatch, fake, budget=100_000)
+    mu = w.pipeline.mu
+    # nothing starts once the budget is spent ...
+    assert max(fake.generations + fake.steps) < 100_000
+    # ... and what was in flight then finishes and is counted: every generation and step started
+    assert p.clock == pytest.approx(max(mu * len(fake.generations) * gen_tokens / 3, len(fake.steps) * batch_tokens))
+    assert p.rollouts_generated == len(fake.generations) * w.grpo.group_size
+    assert p.samples_trained == len(fake.steps) * w.grpo.batch_size
+    # past the budget: at most one generation per worker (mu * gen_tokens / W each) and one step
+    overshoot = 4 * max(3 * mu * gen_tokens / 3, batch_tokens)
+    assert 100_000 <= p.compute_used <= 100_000 + overshoot + 1e-6
+    assert fake.adds <= len(fake.generations)  # groups that finish after the stop are not handed over
+
+
+def test_ray_evaluations_run_when_the_compute_reaches_their_point(monkeypatch):
+    fake = ScriptedRay(gen_tokens=100, batch_tokens=400)
+    p, _ = _scripted_pipeline(monkeypatch, fake, budget=100_000, every=25_000)
+    history = p.eval_history
+    assert [e["compute"] for e in history] == [0, 25_000, 50_000, 75_000, 100_000]
+    step = 4 * 400  # the most one trainer step adds (the trainers are the busier role)
+    for e in history:
+        assert e["compute"] <= e["compute_at_eval"] <= e["compute"] + step + 1e-6
+    assert [e["trainer_step"] for e in history] == sorted(e["trainer_step"] for e in history)
+    assert history[0]["trainer_step"] == 0 and history[-1]["trainer_step"] <= p.trainer_step

@@ -43,6 +43,27 @@ def test_same_seed_and_config_give_identical_metrics_in_mlflow(tiny_checkpoint, 
     assert expected <= artifacts
 
 
+@pytest.mark.parametrize("strategy, params, isolated", [
+    ("prefer_unused", {"buffer_size": 32}, True),  # reads ctx.rng and ctx.use_count: the box restores both
+    ("positive_bias", {"buffer_size": 32}, False),
+])
+def test_interrupted_run_resumes_like_an_uninterrupted_one(strategy, params, isolated, tiny_checkpoint, coin_task,
+                                                           isolated_runs, monkeypatch):
+    import benchmark.workload
+
+    # mixed rewards: the weights and the strategy's priorities change at every step
+    monkeypatch.setattr(benchmark.workload.Workload, "load_task", lambda self, name=None: coin_task)
+    spec = RunSpec(small_workload(tiny_checkpoint, **{"pipeline.workers": 5, "pipeline.trainers": 3}),
+                   REPO / "baselines" / f"{strategy}.py", params, seed=0, isolated=isolated)
+    straight = run(spec)
+    assert run(spec, stop_after_evals=2) == {}
+    resumed = run(spec, resume=True)
+    assert straight["trainer_steps"] > 10
+    assert comparable(resumed) == comparable(straight)
+    assert metric_histories(resumed["mlflow_run_id"]) == metric_histories(straight["mlflow_run_id"])
+    assert client().get_run(resumed["mlflow_run_id"]).data.tags["replaybench.resumed"] == "true"
+
+
 def _cli(args, env):
     return [sys.executable, "-m", "benchmark.cli", "run", "--strategy", str(FIFO), "--seed", "0", *args]
 

@@ -1,6 +1,7 @@
 """Untrusted strategies run in their own process: hostile ones end their run with the right
 verdict, on record in MLflow, and the runs beside them complete."""
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,9 @@ def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, ari
     ("fabricates.py", "fabricated: rollout 1000000000 was never produced"),
     ("tampers.py", "tampered: rollout 0 differs"),
     ("writes_outside.py", "forbidden: wrote outside its temp folder"),
+    ("spawns.py", "forbidden: started a process (subprocess.Popen)"),
+    ("connects.py", "forbidden: opened a network connection (socket.connect)"),
+    ("loads_native.py", "forbidden: loaded native code (ctypes)"),
     ("crashes.py", "crashed: the strategy process died during add() (exit code 3)"),
 ])
 def test_hostile_strategy_ends_its_run_with_a_verdict(file, verdict, tiny_checkpoint, isolated_runs, monkeypatch,
@@ -61,8 +65,13 @@ def test_hostile_strategy_ends_its_run_with_a_verdict(file, verdict, tiny_checkp
     target = tmp_path / "escaped.txt"
     monkeypatch.setenv("HOSTILE_TARGET", str(target))
     spec = RunSpec(small_workload(tiny_checkpoint), HOSTILE / file, {}, seed=0, isolated=True)
-    with pytest.raises(StrategyFailure) as failure:
-        run(spec)
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # what connects.py tries to reach
+        listener.settimeout(0.2)
+        monkeypatch.setenv("HOSTILE_PORT", str(listener.getsockname()[1]))
+        with pytest.raises(StrategyFailure) as failure:
+            run(spec)
+        with pytest.raises(TimeoutError):
+            listener.accept()  # no connection came through
     assert str(failure.value).startswith(verdict)
     [record] = find_runs("arith-tiny", f"tags.`replaybench.strategy` = '{Path(file).stem}'")
     assert record.info.status == "FAILED"

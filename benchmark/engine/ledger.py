@@ -117,7 +117,8 @@ def regrouped(batch: list[Rollout], regroup) -> list[Rollout]:
     seen: set[int] = set()
     batch = list(batch)
     for positions in regroup:
-        if not all(isinstance(i, int) and 0 <= i < len(batch) and i not in seen for i in positions):
+        if not (all(isinstance(i, int) and 0 <= i < len(batch) and i not in seen for i in positions)
+                and len(set(positions)) == len(positions)):
             raise StrategyFailure("garbage: Batch.regroup must be disjoint lists of batch positions")
         seen.update(positions)
         rewards = [batch[i].reward for i in positions]

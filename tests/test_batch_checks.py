@@ -1,0 +1,123 @@
+"""What `sample()` returns is checked by the engine before any training: a wrong batch size, invalid
+Batch.weights or Batch.regroup end the run with a `garbage: ...` verdict; a valid regroup trains on the
+group-relative advantages the engine recomputes over the named positions."""
+
+import math
+
+import pytest
+from conftest import small_workload
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from benchmark import Batch, ReplayStrategy
+from benchmark.engine.pipeline import Pipeline
+from benchmark.rl.grpo import GRPOTrainer, group_advantages
+from benchmark.strategy import StrategyFailure
+
+BATCH = 16  # small_workload's grpo.batch_size
+
+SIZE = f"garbage: sample() must return a list of exactly {BATCH} rollouts or None, got "
+WEIGHTS = "garbage: Batch.weights must hold one finite, non-negative number per rollout"
+REGROUP = "garbage: Batch.regroup must be disjoint lists of batch positions"
+
+
+class Shaped(ReplayStrategy):
+    """Keeps every rollout; once it holds a batch, returns shape(the first BATCH rollouts)."""
+
+    def __init__(self, shape):
+        self.shape, self.seen = shape, []
+
+    def add(self, rollouts, ctx):
+        self.seen.extend(rollouts)
+
+    def sample(self, batch_size, ctx):
+        assert batch_size == BATCH
+        return self.shape(list(self.seen[:batch_size])) if len(self.seen) >= batch_size else None
+
+
+def run_pipeline(checkpoint, task, shape, budget=20_000):
+    w = small_workload(checkpoint, budget=budget, **{"eval.every": budget, "eval.num_problems": 4,
+                                                     "eval.pass_k_problems": 0})
+    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    tok = AutoTokenizer.from_pretrained(checkpoint, padding_side="left")
+    p = Pipeline(w, task, seed=0, policy=(model, tok, {}))
+    p.attach(Shaped(shape))
+    p.start()
+    p.run()
+    return p
+
+
+def weights(*values):
+    return lambda rs: Batch(rs, list(values) + [1.0] * (len(rs) - len(values)))
+
+
+@pytest.mark.parametrize("shape, verdict", [
+    (lambda rs: rs[:-1], SIZE + f"{BATCH - 1} items"),
+    (lambda rs: rs + rs[:1], SIZE + f"{BATCH + 1} items"),
+    (lambda rs: [], SIZE + "0 items"),
+    (lambda rs: {r.rollout_id: r for r in rs}, SIZE + "dict"),
+    (lambda rs: Batch(rs[:-2]), SIZE + f"{BATCH - 2} items"),
+    (lambda rs: Batch(rs, [1.0] * (len(rs) - 1)), WEIGHTS),
+    (lambda rs: Batch(rs, [1.0] * (len(rs) + 1)), WEIGHTS),
+    (weights(-0.5), WEIGHTS),
+    (weights(1.0, math.nan), WEIGHTS),
+    (weights(math.inf), WEIGHTS),
+    (weights("1.0"), WEIGHTS),
+    (weights(None), WEIGHTS),
+    (lambda rs: Batch(rs, regroup=[[0, 1, 2, 3], [3, 4]]), REGROUP),  # overlapping
+    (lambda rs: Batch(rs, regroup=[[0, 1, 1]]), REGROUP),  # a position twice in one set
+    (lambda rs: Batch(rs, regroup=[[0, BATCH]]), REGROUP),  # out of range
+    (lambda rs: Batch(rs, regroup=[[-1, 0]]), REGROUP),
+    (lambda rs: Batch(rs, regroup=[[0, 1.0]]), REGROUP),  # not an int
+    (lambda rs: Batch(rs, regroup=[["0", "1"]]), REGROUP),
+])
+def test_invalid_batch_ends_the_run_with_a_garbage_verdict(tiny_checkpoint, arith_task, shape, verdict):
+    with pytest.raises(StrategyFailure) as failure:
+        run_pipeline(tiny_checkpoint, arith_task, shape)
+    assert str(failure.value).startswith(verdict)
+
+
+@pytest.mark.parametrize("shape", [
+    lambda rs: rs,
+    lambda rs: tuple(rs),
+    lambda rs: Batch(rs, [0.0, 2, 0.5] + [1.0] * (len(rs) - 3), regroup=[[0, 5, 9], [2, 3]]),
+    lambda rs: Batch(rs, regroup=[]),
+])
+def test_valid_batches_train(tiny_checkpoint, arith_task, shape):
+    assert run_pipeline(tiny_checkpoint, arith_task, shape).trainer_step > 0
+
+
+def test_regrouped_advantages_are_recomputed_over_the_named_positions(tiny_checkpoint, coin_task, monkeypatch):
+    trained = []
+    step = GRPOTrainer.step
+
+    def recording_step(self, rollouts, weights=None, **kwargs):
+        trained.append((list(rollouts), weights))
+        return step(self, rollouts, weights, **kwargs)
+
+    monkeypatch.setattr(GRPOTrainer, "step", recording_step)
+    chosen = {}
+
+    def shape(rs):
+        ones = [i for i, r in enumerate(rs) if r.reward == 1.0]
+        zeros = [i for i, r in enumerate(rs) if r.reward == 0.0]
+        assert len(ones) >= 3 and len(zeros) >= 3, "coin_task gives mixed rewards"
+        # sets across the generation groups, in no particular order
+        chosen["regroup"] = [[zeros[2], ones[0], zeros[0]], [ones[2], ones[1], zeros[1]]]
+        chosen["given"] = rs
+        return Batch(rs, [0.25] * len(rs), regroup=chosen["regroup"])
+
+    p = run_pipeline(tiny_checkpoint, coin_task, shape, budget=10_000)
+    assert p.trainer_step > 0
+    batch, batch_weights = trained[0]
+    given, regroup = chosen["given"], chosen["regroup"]
+    assert [r.rollout_id for r in batch] == [r.rollout_id for r in given]
+    assert batch_weights == [0.25] * BATCH
+    for positions in regroup:
+        rewards = [given[i].reward for i in positions]
+        assert [batch[i].advantage for i in positions] == pytest.approx(group_advantages(rewards))
+        assert all(batch[i].group_reward_mean == pytest.approx(sum(rewards) / len(rewards)) for i in positions)
+    others = [i for i in range(BATCH) if all(i not in positions for positions in regroup)]
+    assert [batch[i].advantage for i in others] == [given[i].advantage for i in others]
+    assert [batch[i].group_reward_mean for i in others] == [given[i].group_reward_mean for i in others]
+    # the regrouped advantages differ from the generation groups' own: the test would see a skipped recompute
+    assert any(batch[i].advantage != pytest.approx(given[i].advantage) for positions in regroup for i in positions)

@@ -1,0 +1,77 @@
+"""`replaybench baselines` and `replaybench submit`, end to end on a tiny budget in a throw-away MLflow store:
+what they run, and the tags that put their runs on record."""
+
+import shutil
+from pathlib import Path
+
+import yaml
+from conftest import small_overrides
+
+from benchmark.cli import main
+from benchmark.submission import load_submission
+from benchmark.tracking import find_runs
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "submissions" / "example_entry"
+TINY = {"budget": 20_000, "eval.every": 10_000, "eval.num_problems": 10, "eval.pass_k_problems": 0}
+
+
+def tiny_sets(checkpoint):
+    return [f"--set={k}={v}" for k, v in small_overrides(checkpoint, **TINY).items() if k != "budget"]
+
+
+def test_baselines_runs_each_named_baseline_with_its_registered_split(tiny_checkpoint, isolated_runs):
+    args = ["baselines", "--strategies", "on_policy", "fifo_uniform", "--seeds", "0", "1", "--budget", "20000",
+            "--isolate", *tiny_sets(tiny_checkpoint)]
+    assert main(args) == 0
+    runs = find_runs("arith-tiny")
+    assert sorted((r.data.tags["replaybench.strategy"], r.data.tags["replaybench.seed"]) for r in runs) == [
+        ("fifo_uniform", "0"), ("fifo_uniform", "1"), ("on_policy", "0"), ("on_policy", "1")]
+    for r in runs:
+        tags, params = r.data.tags, r.data.params
+        assert tags["replaybench.status"] == "finished" and tags["replaybench.isolated"] == "True"
+        workers, trainers = (6, 2) if tags["replaybench.strategy"] == "on_policy" else (5, 3)  # baselines.yaml
+        assert (params["workload.pipeline.workers"], params["workload.pipeline.trainers"]) == (
+            str(workers), str(trainers))
+        assert params["workload.budget"] == "20000.0"
+        assert params["strategy.params.buffer_size"] == "256"
+        assert "replaybench.submission" not in tags
+    seeds = {r.data.tags["replaybench.strategy"]: r.data.tags["replaybench.group"] for r in runs}
+    assert len(set(seeds.values())) == 2  # one group per baseline, both seeds in it
+
+
+def test_baselines_with_an_unknown_name_is_a_user_error(isolated_runs):
+    assert main(["baselines", "--strategies", "nope"]) == 2
+    assert find_runs("arith-tiny") == []
+
+
+def test_submit_runs_the_entry_sandboxed_with_its_content_hash_on_record(tiny_checkpoint, isolated_runs, tmp_path):
+    entry = tmp_path / "entry"
+    shutil.copytree(EXAMPLE, entry)
+    workload = yaml.safe_load((REPO / "workloads" / "arith-tiny.yaml").read_text())
+    for key, value in small_overrides(tiny_checkpoint, **TINY).items():
+        *parents, last = key.split(".")
+        target = workload
+        for part in parents:
+            target = target[part]
+        target[last] = value
+    workload_file = tmp_path / "arith-tiny.yaml"
+    workload_file.write_text(yaml.safe_dump(workload))
+
+    assert main(["submit", str(entry), "--workload", str(workload_file), "--seeds", "0", "2"]) == 0
+    first_hash = load_submission(entry).content_sha256()
+    runs = find_runs("arith-tiny")
+    assert sorted(r.data.tags["replaybench.seed"] for r in runs) == ["0", "2"]
+    for r in runs:
+        tags, params = r.data.tags, r.data.params
+        assert tags["replaybench.submission"] == "example_entry"
+        assert tags["replaybench.submission_sha256"] == first_hash
+        assert tags["replaybench.track"] == "buffer"
+        assert tags["replaybench.status"] == "finished" and tags["replaybench.isolated"] == "True"
+        assert (params["workload.pipeline.workers"], params["workload.pipeline.trainers"]) == ("5", "3")
+        assert params["strategy.params.max_uses"] == "4" and params["strategy.params.buffer_size"] == "256"
+
+    (entry / "strategy.py").write_text((entry / "strategy.py").read_text() + "\n# changed\n")
+    assert main(["submit", str(entry), "--workload", str(workload_file), "--seeds", "0"]) == 0
+    hashes = {r.data.tags["replaybench.submission_sha256"] for r in find_runs("arith-tiny")}
+    assert hashes == {first_hash, load_submission(entry).content_sha256()} and len(hashes) == 2

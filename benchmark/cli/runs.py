@@ -4,16 +4,17 @@ they share."""
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from pathlib import Path
 
 import yaml
-from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from benchmark.cli.options import add_executor_option, add_workload_options, console, workload_from_args
+from benchmark.leaderboard import LeaderboardError
+from benchmark.leaderboard.build import score_from_mlflow
+from benchmark.leaderboard.render import print_leaderboard
 from benchmark.paths import REPO_ROOT
 from benchmark.runner import RunSpec, run
 from benchmark.strategy import StrategyError
@@ -39,7 +40,8 @@ def add_parsers(subparsers) -> None:
                         "cluster has GPUs, else 0 = CPUs only; 0.5 puts two actors on each GPU)")
     p.set_defaults(func=cmd_run)
 
-    p = subparsers.add_parser("baselines", help="all reference baselines x seeds, then a ranked table")
+    p = subparsers.add_parser("baselines",
+                              help="the reference baselines x seeds, then the leaderboard's ranking of the workload")
     add_workload_options(p)
     add_executor_option(p)
     p.add_argument("--seeds", type=int, nargs="+", help="default: the workload's seeds")
@@ -95,13 +97,6 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _iqr(values):
-    if len(values) < 2:
-        return 0.0
-    q = statistics.quantiles(values, n=4, method="inclusive")
-    return q[2] - q[0]
-
-
 def load_baselines() -> dict:
     """baselines/baselines.yaml: name -> strategy file, its (W, T) and hyperparameters."""
     return yaml.safe_load((REPO_ROOT / "baselines" / "baselines.yaml").read_text())
@@ -113,7 +108,7 @@ def cmd_baselines(args) -> int:
     unknown = [n for n in names if n not in registry]
     if unknown:
         raise WorkloadError(f"unknown baseline(s) {', '.join(unknown)}; known: {', '.join(registry)}")
-    results, failures = {}, []
+    failures = []
     for name in names:
         entry = registry[name]
         overrides, strategy_params = split_overrides(args.set or [])
@@ -128,35 +123,25 @@ def cmd_baselines(args) -> int:
                            executor=args.executor)
             label = f"{name} ({workload.pipeline.workers},{workload.pipeline.trainers}) seed {seed}"
             try:
-                results.setdefault(name, []).append(run_with_progress(spec, label=label))
+                run_with_progress(spec, label=label)
             except StrategyError as exc:  # recorded in MLflow as failed; the other runs go on
                 console.print(f"[red]{label} failed:[/] {exc}")
                 failures.append((label, str(exc)))
-    print_ranking(args.workload, {k: v for k, v in results.items() if v})
+    print_workload_ranking(workload.name)
     for label, verdict in failures:
         console.print(f"[red]failed[/] {label}: {verdict}")
     return 1 if failures else 0
 
 
-def print_ranking(workload_name: str, results: dict[str, list[dict]]) -> None:
-    """Entries ranked by median (over seeds) best accuracy within budget."""
-    rows = []
-    for name, summaries in results.items():
-        best = [s["best"]["accuracy"] for s in summaries]
-        rows.append((statistics.median(best), name, summaries, best))
-    rows.sort(key=lambda r: -r[0])
-    table = Table(title=f"{workload_name}: best accuracy within budget (median over seeds)")
-    for col in ("rank", "strategy", "seeds", "best acc (median)", "IQR", "start acc", "compute at best (median)",
-                "replay ratio"):
-        table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=col == "strategy")
-    for rank, (median, name, summaries, best) in enumerate(rows, 1):
-        table.add_row(
-            str(rank), name, str(len(summaries)), f"{median:.3f}", f"{_iqr(best):.3f}",
-            f"{statistics.median(s['start_accuracy'] for s in summaries):.3f}",
-            f"{statistics.median(s['best']['compute'] for s in summaries):,.0f}",
-            f"{statistics.median(s['replay_ratio'] for s in summaries):.2f}",
-        )
-    Console().print(table)
+def print_workload_ranking(workload_name: str) -> None:
+    """The leaderboard's ranking of the workload, from every run MLflow holds for it; when it cannot rank
+    (no frozen target, a store it cannot read), the reason and its fix in one line."""
+    try:
+        results = score_from_mlflow(workload_name)
+    except LeaderboardError as exc:
+        console.print(f"[yellow]no ranking:[/] {escape(str(exc))}", soft_wrap=True)
+        return
+    print_leaderboard(results)
 
 
 def cmd_validate(args) -> int:

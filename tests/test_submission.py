@@ -1,3 +1,4 @@
+import os
 import shutil
 import subprocess
 import sys
@@ -5,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.cli.runs import dry_run_error
 from benchmark.submission import SubmissionError, load_submission
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,3 +70,25 @@ def test_validate_runs_a_sandboxed_dry_run(isolated_runs):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "sandboxed dry run" in result.stderr and "trainer steps" in result.stderr
+
+
+def test_validate_prints_the_dry_runs_whole_error_message(tmp_path, isolated_runs):
+    """The dry run's message in full, on one line, however long: here every parameter the strategy accepts."""
+    entry = tmp_path / "entry"
+    shutil.copytree(EXAMPLE, entry)
+    text = (entry / "submission.yaml").read_text()
+    (entry / "submission.yaml").write_text(text.replace("{max_uses: 4}", "{max_uses: 4, fresh_frac: 0.5}"))
+    result = subprocess.run([sys.executable, "-m", "benchmark.cli", "validate", str(entry)], cwd=REPO,
+                            capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "80"})
+    assert result.returncode == 1, result.stderr
+    failed = next(line for line in result.stderr.splitlines() if line.startswith("dry run failed:"))
+    assert failed.endswith("CappedFifo does not take fresh_frac; its parameters are: buffer_size, max_uses")
+
+
+def test_a_dry_runs_multi_line_message_is_kept_whole():
+    stderr = ("seed 0 ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━   0% of budget  step 0  acc nan 0:00:03\n"
+              "error: entry/submission.yaml:\n  - missing field `name`\n  - track must be one of buffer, open\n")
+    assert dry_run_error(stderr) == ("entry/submission.yaml:\n  - missing field `name`\n"
+                                     "  - track must be one of buffer, open")
+    assert dry_run_error("Traceback (most recent call last):\n  File x\n    boom()\nRuntimeError: boom\n") == (
+        "  File x\n    boom()\nRuntimeError: boom")

@@ -157,7 +157,9 @@ def cmd_validate(args) -> int:
     console.print(f"[green]ok[/] {sub.folder / 'submission.yaml'}: {sub.name}, track {sub.track}, "
                   f"(W,T) = ({sub.workers},{sub.trainers}), params {sub.strategy_params()}")
     with tempfile.TemporaryDirectory(prefix="replaybench-validate-") as tmp:
-        env = {**os.environ, "REPLAYBENCH_RUNS_DIR": tmp, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db"}
+        # COLUMNS: the child's rich console must not wrap its error message at 80 columns
+        env = {**os.environ, "REPLAYBENCH_RUNS_DIR": tmp, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db",
+               "COLUMNS": "10000", "NO_COLOR": "1"}
         budget = workload.eval.every  # a few trainer steps, one evaluation in the middle
         command = [sys.executable, "-m", "benchmark.cli", "run", "--workload", args.workload, "--isolate",
                    "--strategy", str(sub.strategy), "--workers", str(sub.workers), "--trainers", str(sub.trainers),
@@ -167,14 +169,23 @@ def cmd_validate(args) -> int:
         command += ["--summary-json", f"{tmp}/summary.json"]
         result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
         if result.returncode != 0:
-            errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
-            console.print(f"[red]dry run failed:[/] {' '.join((errors or result.stderr.splitlines() or [''])[-3:])}")
+            console.print(f"[red]dry run failed:[/] {escape(dry_run_error(result.stderr))}", soft_wrap=True)
             return 1
         summary = json.loads(Path(tmp, "summary.json").read_text())
     console.print(f"[green]ok[/] sandboxed dry run on {args.workload} ({budget:,.0f} compute units): "
                   f"{summary['trainer_steps']} trainer steps, replay ratio {summary['replay_ratio']:.2f}, "
                   f"{summary['strategy_ms_per_call']:.2f} ms per strategy call")
     return 0
+
+
+def dry_run_error(stderr: str) -> str:
+    """The message of the child's last `error: ...` with its continuation lines, or else (a crash) the last
+    lines it wrote."""
+    lines = stderr.rstrip().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("error:")]
+    if not starts:
+        return "\n".join(lines[-3:])
+    return "\n".join(lines[starts[-1]:]).removeprefix("error:").strip()
 
 
 def cmd_submit(args) -> int:

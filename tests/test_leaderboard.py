@@ -217,7 +217,7 @@ def record(workload, strategy, seed, accs, version="1", workers=5, trainers=3) -
                "config": {"workload": w.to_dict(), "seed": seed,
                           "strategy": {"name": strategy, "sha256": f"sha-{strategy}", "params": {}}}}
     return RunRecord(run_id=run_id, workload=workload, strategy=strategy, group=f"group-{strategy}", seed=seed,
-                     status="finished", mlflow_status="FINISHED", track="main", workload_version=version,
+                     status="finished", mlflow_status="FINISHED", track="buffer", workload_version=version,
                      start_time=seed, entropy=None, summary=summary)
 
 

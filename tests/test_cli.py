@@ -59,6 +59,7 @@ def test_baselines_prints_the_leaderboards_ranking(isolated_runs, tmp_path, monk
     from test_leaderboard import make_run
 
     import benchmark.leaderboard.targets
+    from benchmark.leaderboard.build import score_from_mlflow
     from benchmark.tracking import client, experiment_id
 
     c = client()
@@ -70,12 +71,19 @@ def test_baselines_prints_the_leaderboards_ranking(isolated_runs, tmp_path, monk
     monkeypatch.setenv("COLUMNS", "400")  # rich: no cut cells in the captured table
     assert main(["leaderboard", "freeze-target", "--workload", "arith-tiny"]) == 0
     capsys.readouterr()
-    stub_training(monkeypatch)
+    specs = stub_training(monkeypatch)
 
     assert main(["baselines", "--seeds", "0"]) == 0
     out = capsys.readouterr().out
     assert "ReplayBench leaderboard: arith-tiny v1" in out and "speedup (geo-mean)" in out
     assert out.index("fifo_uniform") < out.index("on_policy (reference)")
+    # the reference pair, each in its entry's settings; untagged, like the runs already on record
+    assert [(s.strategy_name, s.workload.pipeline.workers, s.workload.pipeline.trainers, s.strategy_params, s.tags)
+            for s in specs] == [("on_policy", 6, 2, {"buffer_size": 256}, {}),
+                                ("fifo_uniform", 5, 3, {"buffer_size": 256}, {})]
+    # untagged runs are in the buffer track, the track of every baseline entry
+    assert {e["strategy"] for e in score_from_mlflow("arith-tiny", track="buffer")["entries"]} == {
+        "on_policy", "fifo_uniform"}
 
 
 def test_baselines_without_a_target_says_why_in_one_line_and_lists_failures(isolated_runs, tmp_path, monkeypatch,

@@ -3,11 +3,11 @@ they share."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
-import yaml
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -15,10 +15,10 @@ from benchmark.cli.options import add_executor_option, add_workload_options, con
 from benchmark.leaderboard import LeaderboardError
 from benchmark.leaderboard.build import score_from_mlflow
 from benchmark.leaderboard.render import print_leaderboard
-from benchmark.paths import REPO_ROOT
+from benchmark.leaderboard.store import DEFAULT_TRACK
 from benchmark.runner import RunSpec, run
 from benchmark.strategy import StrategyError
-from benchmark.workload import WorkloadError, load_workload, split_overrides
+from benchmark.workload import WorkloadError, split_overrides
 
 
 def add_parsers(subparsers) -> None:
@@ -97,30 +97,26 @@ def cmd_run(args) -> int:
     return 0
 
 
-def load_baselines() -> dict:
-    """baselines/baselines.yaml: name -> strategy file, its (W, T) and hyperparameters."""
-    return yaml.safe_load((REPO_ROOT / "baselines" / "baselines.yaml").read_text())
-
-
 def cmd_baselines(args) -> int:
-    registry = load_baselines()
-    names = args.strategies or [name for name, entry in registry.items() if entry.get("main", True)]
-    unknown = [n for n in names if n not in registry]
+    from benchmark.submission import load_baselines
+
+    baselines = load_baselines()
+    names = args.strategies or baselines.default
+    unknown = [n for n in names if n not in baselines.entries]
     if unknown:
-        raise WorkloadError(f"unknown baseline(s) {', '.join(unknown)}; known: {', '.join(registry)}")
+        raise WorkloadError(f"unknown baseline(s) {', '.join(unknown)}; known: {', '.join(baselines.entries)}")
     failures = []
     for name in names:
-        entry = registry[name]
+        entry = baselines.entries[name]
+        entry = dataclasses.replace(entry, workers=args.workers or entry.workers,
+                                    trainers=args.trainers or entry.trainers)
         overrides, strategy_params = split_overrides(args.set or [])
-        overrides["pipeline.workers"] = args.workers or entry["workers"]
-        overrides["pipeline.trainers"] = args.trainers or entry["trainers"]
-        if args.budget is not None:
-            overrides["budget"] = args.budget
-        workload = load_workload(args.workload, overrides)
-        params = {**entry.get("params", {}), **strategy_params}
+        workload = entry.workload_for(args.workload, args.budget, overrides)
+        # untagged runs are the default track: the reference runs' MLflow tags stay as they were
+        tags = {} if entry.track == DEFAULT_TRACK else {"track": entry.track}
         for seed in args.seeds if args.seeds is not None else workload.seeds:
-            spec = RunSpec(workload, REPO_ROOT / "baselines" / entry["strategy"], params, seed, isolated=args.isolate,
-                           executor=args.executor)
+            spec = RunSpec(workload, entry.strategy, {**entry.strategy_params(), **strategy_params}, seed,
+                           isolated=args.isolate, tags=tags, executor=args.executor)
             label = f"{name} ({workload.pipeline.workers},{workload.pipeline.trainers}) seed {seed}"
             try:
                 run_with_progress(spec, label=label)

@@ -18,6 +18,7 @@ from benchmark.leaderboard.render import print_leaderboard
 from benchmark.leaderboard.store import DEFAULT_TRACK
 from benchmark.runner import RunSpec, run
 from benchmark.strategy import StrategyError
+from benchmark.submission import load_baselines, load_submission
 from benchmark.workload import WorkloadError, split_overrides
 
 
@@ -98,8 +99,6 @@ def cmd_run(args) -> int:
 
 
 def cmd_baselines(args) -> int:
-    from benchmark.submission import load_baselines
-
     baselines = load_baselines()
     names = args.strategies or baselines.default
     unknown = [n for n in names if n not in baselines.entries]
@@ -146,8 +145,6 @@ def cmd_validate(args) -> int:
     import subprocess
     import tempfile
 
-    from benchmark.submission import load_submission
-
     sub = load_submission(args.entry)
     workload = sub.workload_for(args.workload)
     console.print(f"[green]ok[/] {sub.folder / 'submission.yaml'}: {sub.name}, track {sub.track}, "
@@ -185,8 +182,6 @@ def dry_run_error(stderr: str) -> str:
 
 
 def cmd_submit(args) -> int:
-    from benchmark.submission import load_submission
-
     sub = load_submission(args.entry)
     tags = {"submission": sub.name, "submission_sha256": sub.content_sha256(), "track": sub.track}
     failures = 0

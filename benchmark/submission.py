@@ -1,4 +1,6 @@
-"""Submissions: `submissions/<entry>/submission.yaml` + `strategy.py`, validated and run under the rules.
+"""Entries: a submission (`submissions/<entry>/submission.yaml` + `strategy.py`) and each reference baseline
+(an item of `baselines/baselines.yaml`) are described by the same fields, checked by the same validator
+(`parse_entry`), and run under the rules.
 
 Tracks:
   buffer  the entry chooses only its strategy, its (W, T) and its buffer size; the loss is GRPO.
@@ -14,12 +16,14 @@ from pathlib import Path
 
 import yaml
 
+from benchmark.paths import BASELINES_DIR
 from benchmark.runner import RunSpec
 from benchmark.workload import LOSSES, Workload, load_workload
 
 TRACKS = ("buffer", "open")
 REQUIRED = ("name", "authors", "contact", "description", "strategy", "track", "workers", "trainers")
 OPTIONAL = ("buffer_size", "hyperparameters", "loss")  # the class: the file's one subclass, or STRATEGY = X
+BASELINES_FILE = BASELINES_DIR / "baselines.yaml"
 
 
 class SubmissionError(Exception):
@@ -50,13 +54,16 @@ class Submission:
         return digest.hexdigest()
 
     def strategy_params(self) -> dict:
-        params = dict(self.hyperparameters)
-        if self.buffer_size is not None:
-            params["buffer_size"] = self.buffer_size
-        return params
+        """The strategy's keyword arguments: buffer_size first, then the other hyperparameters (the order the
+        reference baselines' run configs record)."""
+        size = {} if self.buffer_size is None else {"buffer_size": self.buffer_size}
+        return {**size, **self.hyperparameters}
 
-    def workload_for(self, workload_name: str, budget: float | None = None) -> Workload:
-        overrides = {"pipeline.workers": self.workers, "pipeline.trainers": self.trainers, "grpo.loss": self.loss}
+    def workload_for(self, workload_name: str, budget: float | None = None, overrides: dict | None = None) -> Workload:
+        """The workload with the entry's (W, T) and loss; `overrides` (e.g. --set) may change anything else,
+        and the loss."""
+        overrides = {"grpo.loss": self.loss, **(overrides or {}),
+                     "pipeline.workers": self.workers, "pipeline.trainers": self.trainers}
         if budget is not None:
             overrides["budget"] = budget
         return load_workload(workload_name, overrides)
@@ -68,17 +75,59 @@ class Submission:
 
 
 def load_submission(folder: str | Path) -> Submission:
+    """submissions/<entry>/: its submission.yaml, validated, with the strategy file beside it."""
     folder = Path(folder)
     path = folder / "submission.yaml"
     if not path.is_file():
         raise SubmissionError(f"{path} not found: a submission is a folder with submission.yaml and strategy.py "
                               "(copy submissions/example_entry)")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise SubmissionError(f"{path} is not valid YAML: {exc}") from exc
+    data = _read_yaml(path)
     if not isinstance(data, dict):
         raise SubmissionError(f"{path} must be a mapping of fields")
+    return parse_entry(data, folder, str(path))
+
+
+@dataclass
+class Baselines:
+    entries: dict[str, Submission]  # by name, in the file's order
+    default: list[str]  # what `replaybench baselines` runs without --strategies
+
+
+def load_baselines(path: Path = BASELINES_FILE) -> Baselines:
+    """baselines/baselines.yaml: `entries`, each one entry as a submission.yaml holds it (strategy files beside
+    the YAML), and `default`, the names run by default."""
+    data = _read_yaml(path)
+    layout = "a mapping of `default` (a list of entry names) and `entries` (a list of entries, each with the " \
+             "fields of a submission.yaml)"
+    if not isinstance(data, dict) or set(data) != {"default", "entries"} or not isinstance(data["entries"], list):
+        found = f"top-level keys {', '.join(map(str, data))}" if isinstance(data, dict) else type(data).__name__
+        raise SubmissionError(f"{path} must be {layout}; found {found}")
+    entries = {}
+    for index, item in enumerate(data["entries"]):
+        name = item.get("name", f"#{index + 1}") if isinstance(item, dict) else f"#{index + 1}"
+        where = f"{path}, entry {name}"
+        if not isinstance(item, dict):
+            raise SubmissionError(f"{where} must be a mapping of fields")
+        if name in entries:
+            raise SubmissionError(f"{where}: the name is taken by an earlier entry")
+        entries[name] = parse_entry(item, path.parent, where)
+    default = data["default"] if isinstance(data["default"], list) else [data["default"]]
+    unknown = [str(n) for n in default if n not in entries]
+    if unknown:
+        raise SubmissionError(f"{path}: `default` names no entry {', '.join(unknown)} (entries: {', '.join(entries)})")
+    return Baselines(entries, default)
+
+
+def _read_yaml(path: Path):
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise SubmissionError(f"{path} is not valid YAML: {exc}") from exc
+
+
+def parse_entry(data: dict, folder: Path, where: str) -> Submission:
+    """One entry's fields, validated: every problem in one SubmissionError headed by `where`. The strategy file
+    is relative to `folder`."""
     problems = [f"missing field `{k}`" for k in REQUIRED if k not in data]
     problems += [f"unknown field `{k}` (known: {', '.join(REQUIRED + OPTIONAL)})"
                  for k in data if k not in REQUIRED + OPTIONAL]
@@ -103,7 +152,7 @@ def load_submission(folder: str | Path) -> Submission:
         problems.append(f"strategy file {strategy} not found")
     authors = data.get("authors", [])
     if problems:
-        raise SubmissionError(f"{path}:\n  - " + "\n  - ".join(problems))
+        raise SubmissionError(f"{where}:\n  - " + "\n  - ".join(problems))
     return Submission(
         folder=folder, name=str(data["name"]), authors=authors if isinstance(authors, list) else [str(authors)],
         contact=str(data["contact"]), description=str(data["description"]), strategy=strategy,

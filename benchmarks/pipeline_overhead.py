@@ -15,11 +15,6 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
-
-import yaml
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:
@@ -34,19 +29,16 @@ def main() -> int:
     os.environ["REPLAYBENCH_RUNS_DIR"] = tmp
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp}/mlflow.db"
     from benchmark.runner import RunSpec, run
-    from benchmark.workload import load_workload
+    from benchmark.submission import load_baselines
 
-    overrides = {"budget": args.budget} if args.budget else {}
-    registry = yaml.safe_load((REPO / "baselines" / "baselines.yaml").read_text())
+    baselines = load_baselines()
     rows = []
     for name in args.strategies:
-        entry = registry[name]
-        w = load_workload(args.workload, {**overrides, "pipeline.workers": entry["workers"],
-                                          "pipeline.trainers": entry["trainers"]})
+        entry = baselines.entries[name]
+        w = entry.workload_for(args.workload, args.budget or None)
         for isolated in (False, True) if args.isolate else (False,):
             start = time.perf_counter()
-            spec = RunSpec(w, REPO / "baselines" / entry["strategy"], entry.get("params", {}), seed=0,
-                           isolated=isolated)
+            spec = RunSpec(w, entry.strategy, entry.strategy_params(), seed=0, isolated=isolated)
             summary = run(spec)
             whole = time.perf_counter() - start  # model loading, MLflow set-up and artifacts included
             wall = summary["wall_seconds"]

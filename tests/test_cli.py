@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.cli import main
+from benchmark.strategy import StrategyError
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -33,3 +36,67 @@ def test_user_errors_are_one_clear_message(args, message, isolated_runs):
 def test_workloads_lists_and_checks():
     result = replaybench("workloads", "--check")
     assert result.returncode == 0 and "arith-tiny" in result.stdout
+
+
+# ---- `baselines`: the runs (stubbed here: no training), then the leaderboard's ranking ------------
+def stub_training(monkeypatch, fail=()):
+    """Replace training by a record of what would run; strategies named in `fail` fail as a bad strategy would."""
+    import benchmark.cli.runs
+
+    specs = []
+
+    def run_with_progress(spec, label="", **_):
+        specs.append(spec)
+        if spec.strategy_name in fail:
+            raise StrategyError(f"{spec.strategy_name}: sample() returned 3 rollouts, not 64")
+        return {}
+
+    monkeypatch.setattr(benchmark.cli.runs, "run_with_progress", run_with_progress)
+    return specs
+
+
+def test_baselines_prints_the_leaderboards_ranking(isolated_runs, tmp_path, monkeypatch, capsys):
+    from test_leaderboard import make_run
+
+    import benchmark.leaderboard.targets
+    from benchmark.leaderboard.build import score_from_mlflow
+    from benchmark.tracking import client, experiment_id
+
+    c = client()
+    exp = experiment_id(c, "arith-tiny")
+    for seed in range(4):  # fifo_uniform reaches the target sooner: first on the leaderboard
+        make_run(c, exp, "on_policy", seed, [0.2, 0.3, 0.4, 0.5], workers=6, trainers=2)
+        make_run(c, exp, "fifo_uniform", seed, [0.2, 0.5, 0.5, 0.6])
+    monkeypatch.setattr(benchmark.leaderboard.targets, "TARGETS_DIR", tmp_path / "targets")
+    monkeypatch.setenv("COLUMNS", "400")  # rich: no cut cells in the captured table
+    assert main(["leaderboard", "freeze-target", "--workload", "arith-tiny"]) == 0
+    capsys.readouterr()
+    specs = stub_training(monkeypatch)
+
+    assert main(["baselines", "--seeds", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "ReplayBench leaderboard: arith-tiny v1" in out and "speedup (geo-mean)" in out
+    assert out.index("fifo_uniform") < out.index("on_policy (reference)")
+    # the reference pair, each in its entry's settings; untagged, like the runs already on record
+    assert [(s.strategy_name, s.workload.pipeline.workers, s.workload.pipeline.trainers, s.strategy_params, s.tags)
+            for s in specs] == [("on_policy", 6, 2, {"buffer_size": 256}, {}),
+                                ("fifo_uniform", 5, 3, {"buffer_size": 256}, {})]
+    # untagged runs are in the buffer track, the track of every baseline entry
+    assert {e["strategy"] for e in score_from_mlflow("arith-tiny", track="buffer")["entries"]} == {
+        "on_policy", "fifo_uniform"}
+
+
+def test_baselines_without_a_target_says_why_in_one_line_and_lists_failures(isolated_runs, tmp_path, monkeypatch,
+                                                                               capsys):
+    import benchmark.leaderboard.targets
+
+    monkeypatch.setattr(benchmark.leaderboard.targets, "TARGETS_DIR", tmp_path / "no-targets")
+    stub_training(monkeypatch, fail={"fifo_uniform"})
+
+    assert main(["baselines", "--seeds", "0"]) == 1  # a failed run, as before
+    err = capsys.readouterr().err
+    reason = next(line for line in err.splitlines() if line.startswith("no ranking:"))
+    assert "no frozen target for workload arith-tiny" in reason
+    assert "replaybench leaderboard freeze-target --workload arith-tiny" in reason
+    assert "Traceback" not in err
+    assert "failed fifo_uniform (5,3) seed 0: fifo_uniform: sample() returned 3 rollouts" in " ".join(err.split())

@@ -217,7 +217,7 @@ def record(workload, strategy, seed, accs, version="1", workers=5, trainers=3) -
                "config": {"workload": w.to_dict(), "seed": seed,
                           "strategy": {"name": strategy, "sha256": f"sha-{strategy}", "params": {}}}}
     return RunRecord(run_id=run_id, workload=workload, strategy=strategy, group=f"group-{strategy}", seed=seed,
-                     status="finished", mlflow_status="FINISHED", track="main", workload_version=version,
+                     status="finished", mlflow_status="FINISHED", track="buffer", workload_version=version,
                      start_time=seed, entropy=None, summary=summary)
 
 
@@ -315,7 +315,7 @@ def test_never_reached_is_infinite_in_the_results_and_inf_in_json():
 
 
 def test_importing_the_package_loads_neither_mlflow_nor_matplotlib():
-    code = ("import sys, benchmark.leaderboard.cli; "
+    code = ("import sys, benchmark.cli.leaderboard; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'mlflow', 'matplotlib'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parent.parent).stdout

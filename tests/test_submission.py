@@ -1,3 +1,4 @@
+import os
 import shutil
 import subprocess
 import sys
@@ -5,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.submission import SubmissionError, load_submission
+from benchmark.cli.runs import dry_run_error
+from benchmark.submission import SubmissionError, load_baselines, load_submission
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "submissions" / "example_entry"
@@ -68,3 +70,90 @@ def test_validate_runs_a_sandboxed_dry_run(isolated_runs):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "sandboxed dry run" in result.stderr and "trainer steps" in result.stderr
+
+
+def test_validate_prints_the_dry_runs_whole_error_message(tmp_path, isolated_runs):
+    """The dry run's message in full, on one line, however long: here every parameter the strategy accepts."""
+    entry = tmp_path / "entry"
+    shutil.copytree(EXAMPLE, entry)
+    text = (entry / "submission.yaml").read_text()
+    (entry / "submission.yaml").write_text(text.replace("{max_uses: 4}", "{max_uses: 4, fresh_frac: 0.5}"))
+    result = subprocess.run([sys.executable, "-m", "benchmark.cli", "validate", str(entry)], cwd=REPO,
+                            capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "80"})
+    assert result.returncode == 1, result.stderr
+    failed = next(line for line in result.stderr.splitlines() if line.startswith("dry run failed:"))
+    assert failed.endswith("CappedFifo does not take fresh_frac; its parameters are: buffer_size, max_uses")
+
+
+def test_a_dry_runs_multi_line_message_is_kept_whole():
+    stderr = ("seed 0 ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━   0% of budget  step 0  acc nan 0:00:03\n"
+              "error: entry/submission.yaml:\n  - missing field `name`\n  - track must be one of buffer, open\n")
+    assert dry_run_error(stderr) == ("entry/submission.yaml:\n  - missing field `name`\n"
+                                     "  - track must be one of buffer, open")
+    assert dry_run_error("Traceback (most recent call last):\n  File x\n    boom()\nRuntimeError: boom\n") == (
+        "  File x\n    boom()\nRuntimeError: boom")
+
+
+# ---- the reference baselines: entries in the same format, checked by the same validator ----------
+BASELINES = REPO / "baselines" / "baselines.yaml"
+
+
+def test_baselines_are_entries_with_the_settings_they_are_ranked_in():
+    baselines = load_baselines()
+    assert baselines.default == ["on_policy", "fifo_uniform"]  # what the main job runs
+    settings = {name: (e.track, e.workers, e.trainers, e.strategy.relative_to(REPO).as_posix(), e.strategy_params())
+                for name, e in baselines.entries.items()}
+    fifo = {"buffer_size": 256}
+    assert settings == {  # the run configs (and so the group keys) of the published runs depend on these
+        "on_policy": ("buffer", 6, 2, "baselines/on_policy.py", fifo),
+        "fifo_uniform": ("buffer", 5, 3, "baselines/fifo_uniform.py", fifo),
+        "positive_bias": ("buffer", 5, 3, "baselines/positive_bias.py", {"buffer_size": 256, "delta": 0.25}),
+        "without_replacement": ("buffer", 5, 3, "baselines/without_replacement.py", fifo),
+        "prefer_unused": ("buffer", 5, 3, "baselines/prefer_unused.py", fifo),
+        "sharded": ("buffer", 5, 3, "baselines/sharded.py", fifo),
+        "prioritized": ("buffer", 5, 3, "baselines/prioritized.py", {"buffer_size": 256, "alpha": 0.6, "beta": 0.4}),
+        "rlep": ("buffer", 6, 2, "baselines/rlep.py",
+                 {"pool_prompts": 512, "pool_samples": 8, "replay_k": 2, "refresh": False}),
+    }
+    # the order the run configs record: buffer_size first
+    assert list(baselines.entries["prioritized"].strategy_params()) == ["buffer_size", "alpha", "beta"]
+
+
+def copy_baselines(tmp_path, edit):
+    folder = tmp_path / f"baselines-{len(list(tmp_path.iterdir()))}"
+    shutil.copytree(BASELINES.parent, folder)
+    (folder / "strategy.py").write_text("")  # the file BASE names
+    (folder / "baselines.yaml").write_text(edit(BASELINES.read_text()))
+    return folder / "baselines.yaml"
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("track: fast\n", "track must be one of buffer, open"),
+    ("track: buffer\nloss: asymre\n", "the buffer track fixes the loss to grpo"),
+    ("track: buffer\nlr: 0.1\n", "unknown field `lr`"),
+    ("track: buffer\nhyperparameters: {buffer_size: 3}\n", "set buffer_size at the top level"),
+])
+def test_a_wrong_field_in_the_baselines_fails_as_it_would_in_a_submission(tmp_path, extra, message):
+    with pytest.raises(SubmissionError) as in_submission:
+        load_submission(write(tmp_path, BASE + extra))
+    problem = str(in_submission.value).split("\n", 1)[1]  # below the file's name: the problems
+
+    indented = "".join(f"    {line}\n" for line in (BASE.replace("name: x", "name: wrong") + extra).splitlines())
+    path = copy_baselines(tmp_path, lambda text: text + "\n  - " + indented.lstrip())
+    with pytest.raises(SubmissionError) as in_baselines:
+        load_baselines(path)
+    assert str(in_baselines.value) == f"{path}, entry wrong:\n{problem}"
+    assert message in problem
+
+
+def test_the_baselines_file_names_its_own_problems(tmp_path):
+    unknown_default = copy_baselines(tmp_path, lambda t: t.replace("default: [on_policy, fifo_uniform]",
+                                                                   "default: [on_policy, fifo]"))
+    with pytest.raises(SubmissionError, match="`default` names no entry fifo"):
+        load_baselines(unknown_default)
+    twice = copy_baselines(tmp_path, lambda t: t.replace("name: sharded", "name: fifo_uniform"))
+    with pytest.raises(SubmissionError, match="entry fifo_uniform: the name is taken by an earlier entry"):
+        load_baselines(twice)
+    old_layout = copy_baselines(tmp_path, lambda _: "on_policy:\n  strategy: on_policy.py\n  workers: 6\n")
+    with pytest.raises(SubmissionError, match="must be a mapping of `default`.*found top-level keys on_policy"):
+        load_baselines(old_layout)

@@ -181,6 +181,16 @@ def diagnose() -> list[Finding]:
     return findings
 
 
+def add_parsers(subparsers) -> None:
+    p = subparsers.add_parser("doctor",
+                              help="check what this machine has: Python stack, MLflow, Lean, GPU (one line each)")
+    p.set_defaults(func=cmd_doctor)
+
+
+def cmd_doctor(args) -> int:
+    return run_doctor()
+
+
 def run_doctor() -> int:
     findings = diagnose()
     for finding in findings:

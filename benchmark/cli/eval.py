@@ -31,7 +31,9 @@ class EvalError(ValueError):
     """Arguments that cannot give an evaluation; the message names the fix."""
 
 
-def add_arguments(p) -> None:
+def add_parsers(subparsers) -> None:
+    p = subparsers.add_parser("eval", help="pass@k of a model (local folder or hub id) on a task, recorded in MLflow")
+    p.set_defaults(func=cmd_eval)
     p.add_argument("--model", required=True, help="a local model folder or a Hugging Face hub id")
     p.add_argument("--task", required=True, help="task name, e.g. math500")
     p.add_argument("--split", default="test", help="the task's split to evaluate (default: test; e.g. heldout)")

@@ -1,4 +1,5 @@
-"""`replaybench measure-mu`: the cost model's mu, measured on this machine (the paper's appendix D.4).
+"""The cost model's mu, measured on this machine (the paper's appendix D.4); `replaybench measure-mu` prints it
+(benchmark/cli/tools.py).
 
 mu = cost of generating a rollout / cost of processing it in training, measured per device as
     mu = (tokens trained per second on one device) / (tokens generated per second on one device).
@@ -32,7 +33,7 @@ import torch
 from benchmark.engine.ledger import PendingGroup, build_rollouts
 from benchmark.engine.stream import derive_seed, doc_id, stream_doc
 from benchmark.rl.grpo import GRPOTrainer
-from benchmark.workload import Workload, WorkloadError, load_workload, workload_path
+from benchmark.workload import Workload, WorkloadError, load_workload
 
 ENGINES = ("hf", "vllm")
 
@@ -198,26 +199,3 @@ def _set_in_block(lines: list[str], start: int, value: str, note: str) -> None:
     missing = [f"{indent}{key}: {text}\n" for key, text in (("mu", value), ("mu_source", note)) if key not in keys]
     lines[after + 1:after + 1] = missing
 
-
-def run_cli(args, console) -> int:
-    workload = load_workload(args.workload)
-    m = measure(workload, engine=args.engine, repeats=args.repeats, log=console.print)
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{workload.name}: mu measured on {m.device} ({m.engine} engine)")
-    for col in ("", "median", "per repeat"):
-        table.add_column(col, justify="right" if col else "left")
-    table.add_row("generation tok/s (one device)", f"{m.generation_tokens_per_second:,.0f}",
-                  " ".join(f"{n / s:,.0f}" for n, s in zip(m.tokens, m.generation_seconds)))
-    table.add_row("training tok/s (one device)", f"{m.training_tokens_per_second:,.0f}",
-                  " ".join(f"{n / s:,.0f}" for n, s in zip(m.tokens, m.training_seconds)))
-    table.add_row("mu = training / generation", f"{m.mu:.3g}",
-                  " ".join(f"{g / t:.3g}" for g, t in zip(m.generation_seconds, m.training_seconds)))
-    Console().print(table)
-    console.print(f"workload file says mu = {workload.pipeline.mu}")
-    if args.write:
-        path = workload_path(args.workload)
-        write_mu(path, m.mu, m.source_note())
-        console.print(f"wrote pipeline.mu = {m.mu:.3g} and pipeline.mu_source into {path}")
-    return 0

@@ -20,7 +20,8 @@ importing the package loads neither MLflow nor matplotlib):
     page        index.html
     build       the results dict (every number with its MLflow run ids), and writing the three files
     serve       serving the folder on 127.0.0.1
-    cli         the `replaybench leaderboard` command's arguments and handler
+
+The `replaybench leaderboard` command itself is benchmark/cli/leaderboard.py.
 """
 
 

@@ -16,7 +16,7 @@ from urllib.request import url2pathname
 from benchmark.leaderboard import LeaderboardError
 from benchmark.tracking import EXPERIMENT_PREFIX, TAG, experiment_name
 
-DEFAULT_TRACK = "main"  # the track of a run without a replaybench.track tag
+DEFAULT_TRACK = "buffer"  # the track of a run without a replaybench.track tag (e.g. the reference baselines)
 
 
 @dataclass

@@ -1,0 +1,71 @@
+"""`replaybench leaderboard`: the ranked table from MLflow, and its `build`, `serve` and `freeze-target`
+subcommands."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from benchmark.leaderboard import LeaderboardError
+from benchmark.leaderboard.build import build, score_from_mlflow
+from benchmark.leaderboard.render import print_leaderboard
+from benchmark.leaderboard.serve import serve
+from benchmark.leaderboard.store import DEFAULT_TRACK
+from benchmark.leaderboard.targets import REFERENCE, freeze_target, target_path
+from benchmark.paths import LEADERBOARD_DIR
+
+
+def add_parsers(subparsers) -> None:
+    parser = subparsers.add_parser("leaderboard",
+                                   help="ranked table from MLflow; `build` writes leaderboard/, `freeze-target`")
+    parser.add_argument("--workload", help="score this workload only (default: every workload with a target)")
+    parser.add_argument("--track",
+                        help=f"only runs tagged replaybench.track=TRACK (untagged runs are '{DEFAULT_TRACK}')")
+    parser.add_argument("--targets", type=Path, help=argparse.SUPPRESS)  # tests: another targets folder
+    parser.set_defaults(func=cmd_leaderboard)
+    sub = parser.add_subparsers(dest="leaderboard_command")
+    p = sub.add_parser("build", help="write leaderboard/results.json, LEADERBOARD.md and index.html")
+    p.add_argument("--workload", default=argparse.SUPPRESS)
+    p.add_argument("--track", default=argparse.SUPPRESS)
+    p.add_argument("--targets", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    p.add_argument("--out", type=Path, help="output folder (default: leaderboard/)")
+    p = sub.add_parser("serve", help="serve the leaderboard page on http://127.0.0.1:PORT (Ctrl-C stops)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--dir", type=Path, help="folder to serve (default: leaderboard/)")
+    p = sub.add_parser("freeze-target", help="freeze a workload's target accuracy from its reference runs (once)")
+    p.add_argument("--workload", required=True)
+    p.add_argument("--group", help="the reference configuration (replaybench.group) when there are several")
+    p.add_argument("--force", action="store_true", help="replace an existing target (changes every score)")
+    p.add_argument("--targets", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def cmd_leaderboard(args) -> int:
+    """0, or 2 with the fix on stderr."""
+    err = Console(stderr=True)
+    action = getattr(args, "leaderboard_command", None)
+    targets_dir = getattr(args, "targets", None)
+    try:
+        if action == "freeze-target":
+            t = freeze_target(args.workload, targets_dir=targets_dir, group=args.group, force=args.force)
+            err.print(f"froze {target_path(args.workload, targets_dir)}: target accuracy {t['target_accuracy']:.4f} "
+                      f"(= {t['target_fraction']} x median best {t['median_best_accuracy']:.4f} of {len(t['run_ids'])} "
+                      f"{REFERENCE} runs), reference compute-to-target {t['reference_compute_to_target']:,.0f}"
+                      + (f"; [yellow]{'; '.join(t['flags'])}[/]" if t["flags"] else ""))
+            return 0
+        if action == "build":
+            out = Path(args.out) if getattr(args, "out", None) else LEADERBOARD_DIR
+            results = build(out, args.workload, args.track, targets_dir)
+            print_leaderboard(results)
+            err.print(f"wrote {out / 'results.json'}, {out / 'LEADERBOARD.md'} and {out / 'index.html'} "
+                      "(open it, or `replaybench leaderboard serve`)")
+            return 0
+        if action == "serve":
+            return serve(Path(args.dir) if args.dir else LEADERBOARD_DIR, args.port)
+        print_leaderboard(score_from_mlflow(args.workload, args.track, targets_dir))
+        return 0
+    except LeaderboardError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}")
+        return 2

@@ -1,0 +1,197 @@
+"""Commands that train and record in MLflow: `run`, `baselines`, `validate` and `submit`, and the progress bar
+they share."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from benchmark.cli.options import add_executor_option, add_workload_options, console, workload_from_args
+from benchmark.leaderboard import LeaderboardError
+from benchmark.leaderboard.build import score_from_mlflow
+from benchmark.leaderboard.render import print_leaderboard
+from benchmark.leaderboard.store import DEFAULT_TRACK
+from benchmark.runner import RunSpec, run
+from benchmark.strategy import StrategyError
+from benchmark.submission import load_baselines, load_submission
+from benchmark.workload import WorkloadError, split_overrides
+
+
+def add_parsers(subparsers) -> None:
+    p = subparsers.add_parser("run", help="one training run, recorded in MLflow")
+    add_workload_options(p)
+    add_executor_option(p)
+    p.add_argument("--strategy", required=True, help="path of a strategy file, e.g. baselines/fifo_uniform.py")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue the interrupted run of this config and seed")
+    p.add_argument("--summary-json", type=Path, help="also write the run's final summary here")
+    p.add_argument("--ray-pace", type=float, metavar="SECONDS",
+                   help="with --executor ray: wall seconds per compute unit, so that generation and training "
+                        "run at the workload's relative speeds (mu) on hardware whose own mu differs")
+    p.add_argument("--ray-engine", default="hf", metavar="NAME",
+                   help="with --executor ray: the workers' engine, hf (transformers), vllm or module:factory "
+                        "(vllm is benchmark.rl.vllm_engine:vllm_engine)")
+    p.add_argument("--ray-gpus-per-actor", type=float, metavar="F",
+                   help="with --executor ray: GPUs of each worker and trainer actor (default: 1 when the Ray "
+                        "cluster has GPUs, else 0 = CPUs only; 0.5 puts two actors on each GPU)")
+    p.set_defaults(func=cmd_run)
+
+    p = subparsers.add_parser("baselines",
+                              help="the reference baselines x seeds, then the leaderboard's ranking of the workload")
+    add_workload_options(p)
+    add_executor_option(p)
+    p.add_argument("--seeds", type=int, nargs="+", help="default: the workload's seeds")
+    p.add_argument("--strategies", nargs="+",
+                   help="baseline names from baselines/baselines.yaml (default: the reference pair)")
+    p.set_defaults(func=cmd_baselines)
+
+    p = subparsers.add_parser("validate", help="check a submission: schema, then a short sandboxed dry run")
+    p.add_argument("entry", help="the submission folder, e.g. submissions/example_entry")
+    p.add_argument("--workload", default="arith-tiny")
+    p.set_defaults(func=cmd_validate)
+
+    p = subparsers.add_parser("submit",
+                              help="run a submission over the workload's pinned seeds, sandboxed, into MLflow")
+    p.add_argument("entry", help="the submission folder")
+    p.add_argument("--workload", default="arith-tiny")
+    p.add_argument("--seeds", type=int, nargs="+", help="default: the workload's pinned seeds")
+    add_executor_option(p)
+    p.set_defaults(func=cmd_submit)
+
+
+def run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, label: str = "",
+                      executor_options=None) -> dict:
+    budget = spec.workload.budget
+    columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=False) as bar:
+        job = bar.add_task(label or f"{spec.strategy_name} seed {spec.seed}", total=budget, status="")
+
+        def progress(p):
+            acc = p.eval_history[-1]["accuracy"] if p.eval_history else float("nan")
+            bar.update(job, completed=min(p.compute_used, budget),
+                       status=f"{p.compute_used / budget:4.0%} of budget  step {p.trainer_step}  acc {acc:.3f}")
+
+        return run(spec, resume=resume, summary_json=summary_json, progress=progress, executor_options=executor_options)
+
+
+def cmd_run(args) -> int:
+    workload, strategy_params = workload_from_args(args)
+    spec = RunSpec(workload, Path(args.strategy), strategy_params, args.seed, isolated=args.isolate,
+                   executor=args.executor)
+    options = None
+    if args.ray_pace or args.ray_engine != "hf" or args.ray_gpus_per_actor is not None:
+        from benchmark.engine.ray.options import RayOptions
+
+        options = RayOptions(pace=args.ray_pace, engine=args.ray_engine, gpus_per_actor=args.ray_gpus_per_actor)
+    summary = run_with_progress(spec, resume=args.resume, summary_json=args.summary_json, executor_options=options)
+    console.print(
+        f"[bold]{spec.strategy_name}[/] seed {spec.seed}: start {summary['start_accuracy']:.3f} -> "
+        f"best {summary['best']['accuracy']:.3f} at compute {summary['best']['compute']:,.0f}, "
+        f"final {summary['final']['accuracy']:.3f}; replay ratio {summary['replay_ratio']:.2f}; "
+        f"MLflow run {summary['mlflow_run_id']}"
+    )
+    return 0
+
+
+def cmd_baselines(args) -> int:
+    baselines = load_baselines()
+    names = args.strategies or baselines.default
+    unknown = [n for n in names if n not in baselines.entries]
+    if unknown:
+        raise WorkloadError(f"unknown baseline(s) {', '.join(unknown)}; known: {', '.join(baselines.entries)}")
+    failures = []
+    for name in names:
+        entry = baselines.entries[name]
+        entry = dataclasses.replace(entry, workers=args.workers or entry.workers,
+                                    trainers=args.trainers or entry.trainers)
+        overrides, strategy_params = split_overrides(args.set or [])
+        workload = entry.workload_for(args.workload, args.budget, overrides)
+        # untagged runs are the default track: the reference runs' MLflow tags stay as they were
+        tags = {} if entry.track == DEFAULT_TRACK else {"track": entry.track}
+        for seed in args.seeds if args.seeds is not None else workload.seeds:
+            spec = RunSpec(workload, entry.strategy, {**entry.strategy_params(), **strategy_params}, seed,
+                           isolated=args.isolate, tags=tags, executor=args.executor)
+            label = f"{name} ({workload.pipeline.workers},{workload.pipeline.trainers}) seed {seed}"
+            try:
+                run_with_progress(spec, label=label)
+            except StrategyError as exc:  # recorded in MLflow as failed; the other runs go on
+                console.print(f"[red]{label} failed:[/] {exc}")
+                failures.append((label, str(exc)))
+    print_workload_ranking(workload.name)
+    for label, verdict in failures:
+        console.print(f"[red]failed[/] {label}: {verdict}")
+    return 1 if failures else 0
+
+
+def print_workload_ranking(workload_name: str) -> None:
+    """The leaderboard's ranking of the workload, from every run MLflow holds for it; when it cannot rank
+    (no frozen target, a store it cannot read), the reason and its fix in one line."""
+    try:
+        results = score_from_mlflow(workload_name)
+    except LeaderboardError as exc:
+        console.print(f"[yellow]no ranking:[/] {escape(str(exc))}", soft_wrap=True)
+        return
+    print_leaderboard(results)
+
+
+def cmd_validate(args) -> int:
+    """Schema, then a short sandboxed dry run on the CPU workload in a throw-away MLflow store."""
+    import os
+    import subprocess
+    import tempfile
+
+    sub = load_submission(args.entry)
+    workload = sub.workload_for(args.workload)
+    console.print(f"[green]ok[/] {sub.folder / 'submission.yaml'}: {sub.name}, track {sub.track}, "
+                  f"(W,T) = ({sub.workers},{sub.trainers}), params {sub.strategy_params()}")
+    with tempfile.TemporaryDirectory(prefix="replaybench-validate-") as tmp:
+        # COLUMNS: the child's rich console must not wrap its error message at 80 columns
+        env = {**os.environ, "REPLAYBENCH_RUNS_DIR": tmp, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db",
+               "COLUMNS": "10000", "NO_COLOR": "1"}
+        budget = workload.eval.every  # a few trainer steps, one evaluation in the middle
+        command = [sys.executable, "-m", "benchmark.cli", "run", "--workload", args.workload, "--isolate",
+                   "--strategy", str(sub.strategy), "--workers", str(sub.workers), "--trainers", str(sub.trainers),
+                   "--budget", str(budget), "--set", f"eval.every={budget / 2}", "--set", "eval.num_problems=50",
+                   "--set", "eval.pass_k_problems=0", "--set", f"grpo.loss={sub.loss}"]
+        command += [f"--set={k}={v}" for k, v in sub.strategy_params().items()]
+        command += ["--summary-json", f"{tmp}/summary.json"]
+        result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            console.print(f"[red]dry run failed:[/] {escape(dry_run_error(result.stderr))}", soft_wrap=True)
+            return 1
+        summary = json.loads(Path(tmp, "summary.json").read_text())
+    console.print(f"[green]ok[/] sandboxed dry run on {args.workload} ({budget:,.0f} compute units): "
+                  f"{summary['trainer_steps']} trainer steps, replay ratio {summary['replay_ratio']:.2f}, "
+                  f"{summary['strategy_ms_per_call']:.2f} ms per strategy call")
+    return 0
+
+
+def dry_run_error(stderr: str) -> str:
+    """The message of the child's last `error: ...` with its continuation lines, or else (a crash) the last
+    lines it wrote."""
+    lines = stderr.rstrip().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("error:")]
+    if not starts:
+        return "\n".join(lines[-3:])
+    return "\n".join(lines[starts[-1]:]).removeprefix("error:").strip()
+
+
+def cmd_submit(args) -> int:
+    sub = load_submission(args.entry)
+    tags = {"submission": sub.name, "submission_sha256": sub.content_sha256(), "track": sub.track}
+    failures = 0
+    for spec in sub.run_specs(args.workload, args.seeds):
+        spec.tags, spec.executor = tags, args.executor
+        try:
+            run_with_progress(spec, label=f"{sub.name} seed {spec.seed}")
+        except StrategyError as exc:  # recorded in MLflow as failed; the other seeds go on
+            console.print(f"[red]{sub.name} seed {spec.seed} failed:[/] {exc}")
+            failures += 1
+    console.print(f"recorded in MLflow with tags replaybench.submission={sub.name}, track {sub.track}; "
+                  f"see `replaybench leaderboard --workload {args.workload}`")
+    return 1 if failures else 0

@@ -1,0 +1,111 @@
+"""Commands around the runs: `workloads`, `warmstart`, `grade` and `measure-mu`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from benchmark.cli.options import add_workload_options, console, workload_from_args
+from benchmark.workload import WorkloadError, list_workloads, load_workload
+
+
+def add_parsers(subparsers) -> None:
+    p = subparsers.add_parser("workloads", help="list the workloads")
+    p.add_argument("--check", action="store_true", help="exit non-zero if any workload does not validate")
+    p.set_defaults(func=cmd_workloads)
+
+    p = subparsers.add_parser("warmstart", help="(re)build a tiny workload's start checkpoint")
+    add_workload_options(p)
+    p.add_argument("--out", help="output folder (default: the workload's model.checkpoint)")
+    p.set_defaults(func=cmd_warmstart)
+
+    p = subparsers.add_parser("grade", help='grade lines of {"gold": ..., "completion": ...} with a task\'s verifier')
+    p.add_argument("--task", required=True, help="task name, e.g. math500")
+    p.add_argument("file", type=Path, help="input .jsonl")
+    p.add_argument("--out", type=Path, help="output .jsonl, one verdict per line (default: stdout)")
+    p.add_argument("--timeout", type=float,
+                   help="seconds per item, past it graded incorrect (default: the verifier's: math 5, Lean 300)")
+    p.add_argument("--workers", type=int, default=2, help="grading processes")
+    p.set_defaults(func=cmd_grade)
+
+    p = subparsers.add_parser("measure-mu",
+                              help="measure mu (training / generation throughput per device) on this machine")
+    p.add_argument("--workload", default="arith-tiny", help="workload name or path of a workload .yaml")
+    p.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="generation engine (vllm: the gpu extra)")
+    p.add_argument("--repeats", type=int, default=5, help="timed repeats; the median is reported")
+    p.add_argument("--write", action="store_true",
+                   help="write pipeline.mu and pipeline.mu_source into the workload file")
+    p.set_defaults(func=cmd_measure_mu)
+
+
+def cmd_workloads(args) -> int:
+    table = Table(title="workloads")
+    for col in ("name", "task", "model", "W+T", "budget", "description"):
+        table.add_column(col)
+    failures = 0
+    for name in list_workloads():
+        try:
+            w = load_workload(name)
+        except WorkloadError as exc:
+            failures += 1
+            table.add_row(name, "-", "-", "-", "-", f"[red]invalid: {exc}[/]")
+            continue
+        table.add_row(w.name, w.task, w.model.source, str(w.pipeline.devices), f"{w.budget:,.0f}", w.description)
+    Console().print(table)
+    return 1 if (failures and args.check) else 0
+
+
+def cmd_warmstart(args) -> int:
+    from benchmark.grading.tasks import load_task
+    from benchmark.rl.policy import checkpoint_dir, set_threads
+    from benchmark.rl.warmstart import warm_start
+
+    workload, _ = workload_from_args(args)
+    set_threads()
+    if workload.model.source != "tiny":
+        raise WorkloadError(f"workload {workload.name} uses model {workload.model.source}; "
+                            "warmstart builds tiny models only")
+    out = Path(args.out) if args.out else checkpoint_dir(workload)
+    info = warm_start(workload, load_task(workload.task), out, log=console.print)
+    console.print(f"start checkpoint written to {out}: greedy accuracy {info['greedy_accuracy']:.3f} after "
+                  f"{info['steps']} steps, sha256 {info['weights_sha256'][:16]}")
+    return 0
+
+
+def cmd_grade(args) -> int:
+    from benchmark.grading.grade_file import GradingError, grade_file
+
+    try:
+        s = grade_file(args.task, args.file, args.out, timeout=args.timeout, workers=args.workers)
+    except (GradingError, OSError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return 2
+    console.print(f"graded {s['graded']}: {s['correct']} correct, {s['timeouts']} timed out"
+                  + (f"; verdicts in {args.out}" if args.out else ""))
+    return 0
+
+
+def cmd_measure_mu(args) -> int:
+    from benchmark.engine.measure_mu import measure, write_mu
+    from benchmark.workload import workload_path
+
+    workload = load_workload(args.workload)
+    m = measure(workload, engine=args.engine, repeats=args.repeats, log=console.print)
+    table = Table(title=f"{workload.name}: mu measured on {m.device} ({m.engine} engine)")
+    for col in ("", "median", "per repeat"):
+        table.add_column(col, justify="right" if col else "left")
+    table.add_row("generation tok/s (one device)", f"{m.generation_tokens_per_second:,.0f}",
+                  " ".join(f"{n / s:,.0f}" for n, s in zip(m.tokens, m.generation_seconds)))
+    table.add_row("training tok/s (one device)", f"{m.training_tokens_per_second:,.0f}",
+                  " ".join(f"{n / s:,.0f}" for n, s in zip(m.tokens, m.training_seconds)))
+    table.add_row("mu = training / generation", f"{m.mu:.3g}",
+                  " ".join(f"{g / t:.3g}" for g, t in zip(m.generation_seconds, m.training_seconds)))
+    Console().print(table)
+    console.print(f"workload file says mu = {workload.pipeline.mu}")
+    if args.write:
+        path = workload_path(args.workload)
+        write_mu(path, m.mu, m.source_note())
+        console.print(f"wrote pipeline.mu = {m.mu:.3g} and pipeline.mu_source into {path}")
+    return 0

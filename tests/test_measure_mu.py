@@ -73,3 +73,13 @@ def test_measure_mu_on_a_paper_workload_with_the_bundled_data(tiny_checkpoint, t
         "data_path": {}, "max_new_tokens": 8})
     m = measure(workload, repeats=1, log=lambda *_: None)
     assert m.rollouts == 48 and m.mu > 0  # 60 // 16 prompts x 16 samples
+
+
+def test_measure_mu_cli_on_a_paper_workload_with_the_cpu_model(tiny_checkpoint, capsys):
+    tiny = ["--set", "model.source=tiny", "--set", f"model.checkpoint={tiny_checkpoint}",
+            "--set", "model.dtype=float32", "--set", "data_path={}", "--set", "max_new_tokens=8"]
+    assert main(["measure-mu", "--workload", "qwen3-0.6b-openr1", *tiny, "--repeats", "1"]) == 0
+    assert "mu = training / generation" in capsys.readouterr().out
+    # mu measured on a modified workload never goes into its file
+    assert main(["measure-mu", "--workload", "qwen3-0.6b-openr1", *tiny, "--write"]) == 2
+    assert "without --set" in " ".join(capsys.readouterr().err.split())

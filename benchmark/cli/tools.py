@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmark.cli.options import add_workload_options, console, workload_from_args
-from benchmark.workload import WorkloadError, list_workloads, load_workload
+from benchmark.workload import WorkloadError, list_workloads, load_workload, split_overrides
 
 
 def add_parsers(subparsers) -> None:
@@ -35,6 +35,8 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--workload", default="arith-tiny", help="workload name or path of a workload .yaml")
     p.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="generation engine (vllm: the gpu extra)")
     p.add_argument("--repeats", type=int, default=5, help="timed repeats; the median is reported")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a workload field, e.g. model.source=tiny to try a paper workload with the CPU model")
     p.add_argument("--write", action="store_true",
                    help="write pipeline.mu and pipeline.mu_source into the workload file")
     p.set_defaults(func=cmd_measure_mu)
@@ -91,7 +93,11 @@ def cmd_measure_mu(args) -> int:
     from benchmark.engine.measure_mu import measure, write_mu
     from benchmark.workload import workload_path
 
-    workload = load_workload(args.workload)
+    fields, top_level = split_overrides(args.set or [])  # every pair is a workload field here
+    overrides = {**fields, **top_level}
+    if overrides and args.write:
+        raise WorkloadError("--write records mu in the workload file: measure the workload as it is, without --set")
+    workload = load_workload(args.workload, overrides)
     m = measure(workload, engine=args.engine, repeats=args.repeats, log=console.print)
     table = Table(title=f"{workload.name}: mu measured on {m.device} ({m.engine} engine)")
     for col in ("", "median", "per repeat"):

@@ -218,3 +218,8 @@ def test_negative_micro_batch_size_is_a_clear_workload_error():
 
     with pytest.raises(WorkloadError, match="grpo.micro_batch_size must be an integer >= 0"):
         load_workload("arith-tiny", {"grpo.micro_batch_size": -1})
+
+
+def test_an_unknown_loss_is_refused_not_trained_as_grpo():
+    with pytest.raises(ValueError, match="unknown loss 'ppo'"):
+        LossConfig(kind="ppo")

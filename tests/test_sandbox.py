@@ -1,6 +1,8 @@
 """Untrusted strategies run in their own process: hostile ones end their run with the right
 verdict, on record in MLflow, and the runs beside them complete."""
 
+import base64
+import pickle
 import socket
 from pathlib import Path
 
@@ -40,7 +42,8 @@ def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, ari
         histories.append((p.eval_history, p.trainer_step, use_count))
         if isolated:
             state = strategy.state_dict()
-            assert state["box"]["use_count"] == use_count  # the box's mirror kept up
+            box_state = pickle.loads(base64.b64decode(state["box"]))  # the test reads the box's own bytes
+            assert box_state["use_count"] == use_count  # the box's mirror kept up
             strategy.close()
     assert histories[0] == histories[1]
 
@@ -57,11 +60,16 @@ def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, ari
     ("connects.py", "forbidden: opened a network connection (socket.connect)"),
     ("loads_native.py", "forbidden: loaded native code (ctypes)"),
     ("crashes.py", "crashed: the strategy process died during add() (exit code 3)"),
+    ("smuggles_code.py", "garbage: sample() returned something that is not plain data"),
+    ("writes_at_import.py", "forbidden: wrote outside its temp folder"),
+    ("mutates_in_place.py", "tampered: rollout 0 differs"),
+    ("huge_state.py", "garbage: state_dict() sent a reply over the 1 MB limit"),
 ])
 def test_hostile_strategy_ends_its_run_with_a_verdict(file, verdict, tiny_checkpoint, isolated_runs, monkeypatch,
                                                         tmp_path):
     monkeypatch.setenv("REPLAYBENCH_STRATEGY_TIMEOUT", "2")
     monkeypatch.setenv("REPLAYBENCH_STRATEGY_MEMORY_MB", "1024")
+    monkeypatch.setenv("REPLAYBENCH_STRATEGY_MAX_REPLY_MB", "1")
     target = tmp_path / "escaped.txt"
     monkeypatch.setenv("HOSTILE_TARGET", str(target))
     spec = RunSpec(small_workload(tiny_checkpoint), HOSTILE / file, {}, seed=0, isolated=True)
@@ -92,3 +100,33 @@ def test_strategy_that_fails_to_construct_is_recorded(tiny_checkpoint, isolated_
         run(RunSpec(small_workload(tiny_checkpoint), path, {}, seed=0, isolated=True))
     [record] = find_runs("arith-tiny", "tags.`replaybench.strategy` = 'bad_init'")
     assert record.info.status == "FAILED"
+
+
+@pytest.mark.parametrize("isolated", [False, True])
+def test_a_rollout_altered_in_place_is_tampered_in_both_modes(tiny_checkpoint, isolated_runs, isolated):
+    spec = RunSpec(small_workload(tiny_checkpoint), HOSTILE / "mutates_in_place.py", {}, seed=0, isolated=isolated)
+    with pytest.raises(StrategyFailure, match="^tampered: rollout 0 differs from the one the engine handed over"):
+        run(spec)
+
+
+def test_the_engine_never_unpickles_what_the_box_sends(monkeypatch):
+    import pickle
+
+    from benchmark.engine import sandbox
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the engine unpickled a reply")
+
+    from multiprocessing.reduction import ForkingPickler
+
+    monkeypatch.setattr(pickle, "loads", refuse)
+    monkeypatch.setattr(pickle, "load", refuse)
+    monkeypatch.setattr(ForkingPickler, "loads", refuse)  # what Connection.recv() unpickles with
+    strategy = sandbox.IsolatedStrategy(REPO / "baselines" / "fifo_uniform.py", {"buffer_size": 4}, rng_seed=0)
+    try:
+        state = strategy.state_dict()
+        assert isinstance(state["box"], str)  # opaque bytes, as text: only the box loads them
+        strategy.load_state_dict(state)
+        assert strategy.pool_request() is None
+    finally:
+        strategy.close()

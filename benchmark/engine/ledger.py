@@ -8,6 +8,7 @@ own copies, counts each rollout's uses and staleness, and builds the read-only c
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import time
@@ -17,6 +18,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from benchmark.engine.sandbox import IsolatedStrategy, SampledIds
 from benchmark.engine.stream import derive_seed
 from benchmark.rl.grpo import group_advantages
 from benchmark.rollout import Rollout
@@ -50,8 +52,6 @@ class StrategySpec:
 
 def open_strategy(spec: StrategySpec, seed: int) -> ReplayStrategy:
     if spec.isolated:
-        from benchmark.engine.sandbox import IsolatedStrategy
-
         return IsolatedStrategy(spec.path, spec.params, rng_seed=strategy_seed(seed), defaults=spec.defaults)
     return build_strategy(spec.path, spec.params, spec.defaults)
 
@@ -59,6 +59,12 @@ def open_strategy(spec: StrategySpec, seed: int) -> ReplayStrategy:
 def strategy_seed(seed: int) -> int:
     """The seed of the strategy's random generator (ctx.rng), in this process or in its box."""
     return derive_seed(seed, "strategy")
+
+
+def copies(rollouts: list[Rollout]) -> list[Rollout]:
+    """What the strategy is handed: copies, so that a rollout altered in place (past its frozen dataclass)
+    is told from the engine's own, in process as in the box."""
+    return [copy.copy(r) for r in rollouts]
 
 
 def build_rollouts(group: PendingGroup, first_rollout_id: int, group_id: int, created_step: int,
@@ -167,13 +173,13 @@ class StrategyLedger:
     def add_pool(self, groups: list[PendingGroup], clock: float) -> int:
         """Hand the pool's groups over; returns the number of rollouts."""
         rollouts = [r for group in groups for r in self.register(group, clock)]
-        self._call("add_pool", rollouts, self.ctx())
+        self._call("add_pool", copies(rollouts), self.ctx())
         return len(rollouts)
 
     def add(self, group: PendingGroup, clock: float) -> int:
         """Hand one finished generation over; returns the number of rollouts."""
         rollouts = self.register(group, clock)
-        self._call("add", list(rollouts), self.ctx())
+        self._call("add", copies(rollouts), self.ctx())
         return len(rollouts)
 
     def sample(self, batch_size: int) -> tuple[list[Rollout], list[float] | None] | None:
@@ -181,6 +187,8 @@ class StrategyLedger:
         sampled = self._call("sample", batch_size, self.ctx())
         if sampled is None:
             return None
+        if isinstance(sampled, SampledIds):  # an isolated strategy names rollouts by id
+            sampled = sampled.resolve(self.known)
         return check_batch(sampled, batch_size, self.known)
 
     def record_step(self, batch: list[Rollout]) -> dict:

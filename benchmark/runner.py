@@ -15,7 +15,15 @@ from benchmark.engine.executor import RunError, executor_class
 from benchmark.engine.ledger import StrategySpec
 from benchmark.grading.tasks import load_task
 from benchmark.rl.policy import set_threads
-from benchmark.strategy import StrategyError, StrategyFailure, file_sha256, load_strategy_class
+from benchmark.strategy import (
+    StrategyError,
+    StrategyFailure,
+    check_params,
+    declared_params,
+    file_sha256,
+    load_strategy_class,
+    strategy_params,
+)
 from benchmark.tracking import REPO_ROOT, RUNS_DIR, TAG, RunRecorder, code_version
 from benchmark.workload import Workload
 
@@ -34,11 +42,14 @@ class RunSpec:
 
     def __post_init__(self):
         self.strategy_path = Path(self.strategy_path)
-        if self.isolated:  # untrusted code runs only inside its box, never in this process
+        # A config error is the user's, found before any run is recorded; untrusted code runs only in its box.
+        if self.isolated:
             if not self.strategy_path.is_file():
                 raise StrategyError(f"strategy file not found: {self.strategy_path}")
+            accepted = declared_params(self.strategy_path)
         else:
-            load_strategy_class(self.strategy_path)  # fail before any model is loaded, with a clear message
+            accepted = list(strategy_params(load_strategy_class(self.strategy_path)))
+        check_params(self.strategy_path, self.strategy_params, accepted)
         executor_class(self.executor)  # unknown, or not installed: one clear message before anything loads
 
     @property

@@ -6,6 +6,7 @@ one subclass of `ReplayStrategy` (or names it in `STRATEGY = MyClass`).
 
 from __future__ import annotations
 
+import ast
 import copy
 import hashlib
 import importlib.util
@@ -162,6 +163,40 @@ def strategy_params(cls: type[ReplayStrategy]) -> dict:
             continue
         params[name] = None if p.default is inspect.Parameter.empty else p.default
     return params
+
+
+def declared_params(path: str | Path) -> list[str] | None:
+    """The hyperparameters the strategy file's class declares in `__init__`, read from its source without
+    running it (an untrusted file is never imported outside its box); None when the source does not say
+    (no single class, an inherited `__init__`, **kwargs, a file that does not parse)."""
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    chosen = [node.value.id for node in tree.body if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
+              and any(isinstance(t, ast.Name) and t.id == "STRATEGY" for t in node.targets)]
+    if not chosen:
+        chosen = [name for name, node in classes.items()
+                  if any(ast.unparse(base).split(".")[-1] == "ReplayStrategy" for base in node.bases)]
+    if len(chosen) != 1 or chosen[0] not in classes:
+        return None
+    cls = classes[chosen[0]]
+    init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    if init is None:  # ReplayStrategy's own __init__ takes nothing; another base's is not in this file
+        return [] if [ast.unparse(b).split(".")[-1] for b in cls.bases] == ["ReplayStrategy"] else None
+    if init.args.kwarg is not None:
+        return None
+    args = init.args
+    return [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs][1:]]
+
+
+def check_params(path: str | Path, params: dict, accepted: list[str] | None) -> None:
+    """A hyperparameter the strategy does not take is the user's error: one message naming the ones it does."""
+    unknown = sorted(set(params) - set(accepted)) if accepted is not None else []
+    if unknown:
+        raise StrategyError(f"{Path(path).name} does not take {', '.join(unknown)}; its parameters are: "
+                            f"{', '.join(accepted) or 'none'}")
 
 
 def build_strategy(path: str | Path, params: dict, defaults: dict | None = None) -> ReplayStrategy:

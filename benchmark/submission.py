@@ -138,17 +138,18 @@ def parse_entry(data: dict, folder: Path, where: str) -> Submission:
         problems.append(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
     elif loss != "grpo" and data.get("track") == "buffer":
         problems.append("the buffer track fixes the loss to grpo: remove `loss` or use track: open")
-    for key in ("workers", "trainers"):
-        if key in data and not (isinstance(data[key], int) and data[key] >= 1):
-            problems.append(f"{key} must be a positive integer")
-    if "buffer_size" in data and not (isinstance(data["buffer_size"], int) and data["buffer_size"] >= 1):
-        problems.append("buffer_size must be a positive integer")
+    for key in ("workers", "trainers", "buffer_size"):
+        if key in data and not (isinstance(data[key], int) and not isinstance(data[key], bool) and data[key] >= 1):
+            problems.append(f"{key} must be a positive integer, not {data[key]!r}")
     if not isinstance(data.get("hyperparameters", {}), dict):
         problems.append("hyperparameters must be a mapping (name: value)")
     if isinstance(data.get("hyperparameters"), dict) and "buffer_size" in data["hyperparameters"]:
         problems.append("set buffer_size at the top level, not under hyperparameters")
     strategy = folder / str(data.get("strategy", ""))
-    if "strategy" in data and not strategy.is_file():
+    if "strategy" in data and not strategy.resolve().is_relative_to(folder.resolve()):
+        # the entry's content hash covers its folder only: the code run must be in it
+        problems.append(f"strategy {data['strategy']!r} is outside the entry's folder {folder}: put the file in it")
+    elif "strategy" in data and not strategy.is_file():
         problems.append(f"strategy file {strategy} not found")
     authors = data.get("authors", [])
     if problems:

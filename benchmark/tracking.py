@@ -32,15 +32,29 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{RUNS_DIR / 'mlflow.db'}"
 
 
+class TrackingError(Exception):
+    """An MLflow store that cannot be used; the message names the store and the fix."""
+
+
 def client():
     import mlflow
     from mlflow.tracking import MlflowClient
 
     uri = tracking_uri()
-    if uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     mlflow.set_tracking_uri(uri)
-    return MlflowClient(tracking_uri=uri)
+    if not uri.startswith("sqlite:///"):
+        return MlflowClient(tracking_uri=uri)
+    path = Path(uri[len("sqlite:///"):])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:  # a damaged file fails here, in one line, rather than deep inside the first write
+        mlflow_client = MlflowClient(tracking_uri=uri)
+        mlflow_client.search_experiments(max_results=1)
+    except Exception as exc:
+        cause = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        raise TrackingError(f"the MLflow store {path} cannot be read ({cause}): move it aside "
+                            f"(mv {path} {path}.broken) to start a new one, or set MLFLOW_TRACKING_URI to "
+                            "another store") from None
+    return mlflow_client
 
 
 def experiment_id(mlflow_client, workload_name: str, experiment: str | None = None) -> str:

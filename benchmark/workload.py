@@ -190,11 +190,36 @@ SECTIONS = {"model": ModelConfig, "warm_start": WarmStartConfig, "pipeline": Pip
             "grpo": GRPOConfig, "eval": EvalConfig}
 
 
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+# What a field's annotation admits, checked before anything is built (a bool is not a number here).
+TYPE_CHECKS = {
+    "int": lambda x: isinstance(x, int) and not isinstance(x, bool),
+    "float": _is_number,
+    "bool": lambda x: isinstance(x, bool),
+    "str": lambda x: isinstance(x, str),
+    "dict": lambda x: isinstance(x, dict),
+    "list[int]": lambda x: isinstance(x, list) and all(TYPE_CHECKS["int"](i) for i in x),
+    "list[str]": lambda x: isinstance(x, list) and all(isinstance(i, str) for i in x),
+    "list[list[int]]": lambda x: isinstance(x, list) and all(TYPE_CHECKS["list[int]"](i) for i in x),
+    "tuple[float, float]": lambda x: isinstance(x, (list, tuple)) and len(x) == 2 and all(map(_is_number, x)),
+}
+TYPE_NAMES = {"int": "a whole number", "float": "a number", "bool": "true or false", "str": "a string",
+              "dict": "a mapping", "list[int]": "a list of whole numbers", "list[str]": "a list of strings",
+              "list[list[int]]": "a list of lists of whole numbers", "tuple[float, float]": "two numbers"}
+
+
 def _build(cls, data: dict, where: str):
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(data) - set(names))
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise WorkloadError(f"{where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(names)}")
+        raise WorkloadError(f"{where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(fields)}")
+    wrong = [f"{where}.{k} must be {TYPE_NAMES[fields[k].type]}, not {v!r}" for k, v in data.items()
+             if fields[k].type in TYPE_CHECKS and not TYPE_CHECKS[fields[k].type](v)]
+    if wrong:
+        raise WorkloadError("; ".join(wrong))
     kwargs = dict(data)
     if cls is Workload:
         for key, section in SECTIONS.items():

@@ -33,6 +33,53 @@ def test_user_errors_are_one_clear_message(args, message, isolated_runs):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("setting, message", [
+    ("grpo.lr=abc", "arith-tiny.grpo.lr must be a number, not 'abc'"),
+    ("eval.every=abc", "arith-tiny.eval.every must be a number, not 'abc'"),
+    ("budget=abc", "arith-tiny.budget must be a number, not 'abc'"),
+    ("pipeline.workers=4.5", "arith-tiny.pipeline.workers must be a whole number, not 4.5"),
+    ("grpo.batch_size=true", "arith-tiny.grpo.batch_size must be a whole number, not True"),
+    ("fresh_frac=0.5", "does not take fresh_frac; its parameters are: buffer_size"),
+])
+@pytest.mark.parametrize("isolate", [[], ["--isolate"]])
+def test_a_config_error_is_the_users_and_records_no_run(setting, message, isolate, isolated_runs, capsys):
+    code = main(["run", "--strategy", "baselines/fifo_uniform.py", "--set", setting, *isolate])
+    assert code == 2 and message in " ".join(capsys.readouterr().err.split())
+    assert not (isolated_runs / "mlflow.db").exists()  # nothing was recorded as a run
+
+
+def test_the_parameters_of_an_untrusted_file_are_read_without_running_it(tmp_path):
+    from benchmark.strategy import declared_params
+
+    path = tmp_path / "entry.py"
+    path.write_text("import os\nos.system('touch ran')\nfrom benchmark import ReplayStrategy\n\n"
+                    "class Entry(ReplayStrategy):\n    def __init__(self, buffer_size=8, *, alpha=0.5):\n"
+                    "        pass\n")
+    assert declared_params(path) == ["buffer_size", "alpha"]
+    assert not (tmp_path / "ran").exists()
+    path.write_text("from benchmark import ReplayStrategy\nclass A(ReplayStrategy):\n"
+                    "    def __init__(self, **kwargs):\n        pass\n")
+    assert declared_params(path) is None  # **kwargs: the box decides
+
+
+def test_a_damaged_store_is_one_message_and_stays_as_it_was(isolated_runs, capsys):
+    store = isolated_runs / "mlflow.db"
+    store.write_bytes(b"SQLite format 3\x00" + b"\x07" * 3000)  # a truncated, unreadable database
+    before = store.read_bytes()
+    for args in (["run", "--strategy", "baselines/fifo_uniform.py", "--budget", "20000"], ["leaderboard"]):
+        assert main(args) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"the MLflow store {store} cannot be read" in err and "mv " in err and "Traceback" not in err
+    assert store.read_bytes() == before and not (isolated_runs / "checkpoints").exists()
+
+
+def test_grading_a_file_that_is_not_utf8_names_the_fix(tmp_path, capsys):
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"gold": "5", "completion": "caf\xe9 \\boxed{5}"}\n')
+    assert main(["grade", "--task", "math500", str(path)]) == 2
+    assert "is not UTF-8 text" in " ".join(capsys.readouterr().err.split())
+
+
 def test_workloads_lists_and_checks():
     result = replaybench("workloads", "--check")
     assert result.returncode == 0 and "arith-tiny" in result.stdout

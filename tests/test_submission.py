@@ -54,6 +54,20 @@ def test_schema_problems_are_named(tmp_path, extra, message):
         load_submission(write(tmp_path, BASE + extra))
 
 
+@pytest.mark.parametrize("text, message", [
+    (BASE.replace("workers: 5", "workers: true") + "track: buffer\n", "workers must be a positive integer, not True"),
+    (BASE + "track: buffer\nbuffer_size: 2.5\n", "buffer_size must be a positive integer, not 2.5"),
+    (BASE.replace("strategy: strategy.py", "strategy: ../elsewhere.py") + "track: buffer\n",
+     "strategy '../elsewhere.py' is outside the entry's folder"),
+])
+def test_values_a_yaml_reader_would_accept_are_refused(tmp_path, text, message):
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    (tmp_path / "elsewhere.py").write_text("")  # exists, but the content hash covers the entry's folder only
+    with pytest.raises(SubmissionError, match=message):
+        load_submission(write(entry, text))
+
+
 def test_open_track_may_choose_a_registered_loss(tmp_path):
     sub = load_submission(write(tmp_path, BASE + "track: open\nloss: asymre\n"))
     assert sub.workload_for("arith-tiny").grpo.loss == "asymre"

@@ -16,9 +16,11 @@ from benchmark.rl.policy import PolicyError
 from benchmark.runner import RunError
 from benchmark.strategy import StrategyError
 from benchmark.submission import SubmissionError
+from benchmark.tracking import TrackingError
 from benchmark.workload import WorkloadError
 
-USER_ERRORS = (WorkloadError, StrategyError, TaskError, PolicyError, RunError, SubmissionError, EngineError)
+USER_ERRORS = (WorkloadError, StrategyError, TaskError, PolicyError, RunError, SubmissionError, EngineError,
+               TrackingError)
 COMMAND_MODULES = (runs, tools, evaluation, doctor, leaderboard)  # each adds its subcommands with add_parsers
 
 

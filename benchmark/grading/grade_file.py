@@ -27,21 +27,25 @@ class GradingError(ValueError):
 def read_pairs(path: Path, gold_by_name: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """(gold, completion) per line; with `gold_by_name`, a line may name its document instead of a gold."""
     pairs = []
-    with Path(path).open() as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if "gold" not in row and gold_by_name is not None and "name" in row:
-                    if row["name"] not in gold_by_name:
-                        raise GradingError(f"{path}:{number}: no document named {row['name']!r} in the task")
-                    row["gold"] = gold_by_name[row["name"]]
-                pairs.append((str(row["gold"]), str(row["completion"])))
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                wanted = '"gold" (or "name")' if gold_by_name is not None else '"gold"'
-                raise GradingError(f'{path}:{number}: expected a JSON object with {wanted} and "completion" '
-                                   f"({exc})") from exc
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise GradingError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8 "
+                           "JSON lines") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if "gold" not in row and gold_by_name is not None and "name" in row:
+                if row["name"] not in gold_by_name:
+                    raise GradingError(f"{path}:{number}: no document named {row['name']!r} in the task")
+                row["gold"] = gold_by_name[row["name"]]
+            pairs.append((str(row["gold"]), str(row["completion"])))
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            wanted = '"gold" (or "name")' if gold_by_name is not None else '"gold"'
+            raise GradingError(f'{path}:{number}: expected a JSON object with {wanted} and "completion" '
+                               f"({exc})") from exc
     return pairs
 
 

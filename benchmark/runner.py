@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmark.engine.boundary import sandbox_mode
 from benchmark.engine.executor import RunError, executor_class
 from benchmark.engine.ledger import StrategySpec
 from benchmark.grading.tasks import load_task
@@ -46,6 +47,10 @@ class RunSpec:
         if self.isolated:
             if not self.strategy_path.is_file():
                 raise StrategyError(f"strategy file not found: {self.strategy_path}")
+            try:
+                sandbox_mode()  # no operating-system boundary here: say how to get one, before anything runs
+            except RuntimeError as exc:
+                raise RunError(str(exc)) from None
             accepted = declared_params(self.strategy_path)
         else:
             accepted = list(strategy_params(load_strategy_class(self.strategy_path)))
@@ -115,6 +120,7 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, res
     tags = {f"{TAG}workload": w.name, f"{TAG}workload_version": w.version, f"{TAG}strategy": spec.strategy_name,
             f"{TAG}group": spec.group_key(), f"{TAG}seed": spec.seed, f"{TAG}status": "running",
             f"{TAG}task_version": task.version, f"{TAG}isolated": spec.isolated, f"{TAG}executor": spec.executor,
+            **({f"{TAG}sandbox": sandbox_mode()} if spec.isolated else {}),
             **{f"{TAG}{k}": v for k, v in spec.tags.items()}}
     params = {**config, "code_version": code_version(),
               "start_checkpoint_sha256": executor.start_info["weights_sha256"],

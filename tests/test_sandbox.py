@@ -2,6 +2,7 @@
 verdict, on record in MLflow, and the runs beside them complete."""
 
 import base64
+import os
 import pickle
 import socket
 from pathlib import Path
@@ -130,3 +131,28 @@ def test_the_engine_never_unpickles_what_the_box_sends(monkeypatch):
         assert strategy.pool_request() is None
     finally:
         strategy.close()
+
+
+def test_the_operating_system_boundary_hides_the_store_the_home_and_other_entries(
+        tiny_checkpoint, isolated_runs, monkeypatch, tmp_path):
+    from benchmark.engine.boundary import sandbox_mode
+    from benchmark.paths import SUBMISSIONS_DIR
+
+    if sandbox_mode() == "none":
+        pytest.skip("no bubblewrap on this machine: apt-get install bubblewrap")
+    secrets = [isolated_runs / "mlflow.db", Path.home() / ".bashrc", SUBMISSIONS_DIR / "example_entry" / "strategy.py"]
+    (isolated_runs / "mlflow.db").touch()
+    secrets = [p for p in secrets if p.is_file()]
+    assert secrets and all(p.read_bytes() is not None for p in secrets)  # readable from the engine
+    monkeypatch.setenv("HOSTILE_SECRETS", os.pathsep.join(map(str, secrets)))
+    summary = run(RunSpec(small_workload(tiny_checkpoint), HOSTILE / "reads_the_store.py", {}, seed=0, isolated=True))
+    assert summary["trainer_steps"] > 0  # it ran to the end: nothing was readable
+    [record] = find_runs("arith-tiny", "tags.`replaybench.strategy` = 'reads_the_store'")
+    assert record.data.tags["replaybench.sandbox"] == "bwrap"
+
+
+def test_a_run_has_a_total_budget_of_strategy_time(tiny_checkpoint, isolated_runs, monkeypatch):
+    monkeypatch.setenv("REPLAYBENCH_STRATEGY_TOTAL_SECONDS", "3")
+    spec = RunSpec(small_workload(tiny_checkpoint), HOSTILE / "sleeps_under_the_limit.py", {}, seed=0, isolated=True)
+    with pytest.raises(StrategyFailure, match="^timeout: the strategy's calls took more than 3 s in this run"):
+        run(spec)

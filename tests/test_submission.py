@@ -96,7 +96,7 @@ def test_validate_prints_the_dry_runs_whole_error_message(tmp_path, isolated_run
                             capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "80"})
     assert result.returncode == 1, result.stderr
     failed = next(line for line in result.stderr.splitlines() if line.startswith("dry run failed:"))
-    assert failed.endswith("CappedFifo does not take fresh_frac; its parameters are: buffer_size, max_uses")
+    assert failed.endswith("strategy.py does not take fresh_frac; its parameters are: buffer_size, max_uses")
 
 
 def test_a_dry_runs_multi_line_message_is_kept_whole():

@@ -45,6 +45,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from benchmark.engine.boundary import box_command, set_limits, total_seconds
 from benchmark.paths import REPO_ROOT
 from benchmark.rollout import Rollout
 from benchmark.strategy import Batch, ReplayStrategy, StrategyContext, StrategyFailure
@@ -188,14 +189,12 @@ class Box:
 def serve(fd: int, strategy_path: str, params: dict, defaults: dict, rng_seed: int, memory_mb: int,
           sandbox_dir: str) -> None:
     """Child main loop: guard, load the strategy, then answer calls until the pipe closes."""
-    import resource
     from multiprocessing.connection import Connection
 
     from benchmark.strategy import build_strategy
 
     conn = Connection(fd)
-    limit = memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    set_limits(memory_mb)
     os.chdir(sandbox_dir)
     violation = _guard(sandbox_dir)  # before the strategy's module runs a single line
 
@@ -255,8 +254,10 @@ class IsolatedStrategy(ReplayStrategy):
         env = {**os.environ, "PYTHONPATH": python_path, "PYTHONHASHSEED": "0",
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "TMPDIR": self.sandbox.name,
                "HOME": self.sandbox.name, "PYTHONDONTWRITEBYTECODE": "1"}
-        self.process = subprocess.Popen([sys.executable, "-c", code], pass_fds=[child.fileno()], env=env,
-                                        stdin=subprocess.DEVNULL, cwd=self.sandbox.name)
+        argv = box_command([sys.executable, "-c", code], self.sandbox.name, Path(strategy_path))
+        self.process = subprocess.Popen(argv, pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL,
+                                        cwd=self.sandbox.name)
+        self.total_seconds = total_seconds()
         child.close()
         self.last_batch_ids: list[int] = []
         self.call_seconds: list[float] = []  # CPU seconds the strategy spent per call
@@ -276,6 +277,9 @@ class IsolatedStrategy(ReplayStrategy):
             self.close()
             if code == -9 or code == 137:
                 raise StrategyFailure(f"memory: the strategy process was killed during {what}()") from exc
+            if code in (-24, 128 + 24):  # SIGXCPU: the CPU-time limit, the run's whole strategy budget
+                raise StrategyFailure(f"timeout: the strategy used more than {self.total_seconds:g} s of CPU "
+                                      "in this run") from exc
             raise StrategyFailure(f"crashed: the strategy process died during {what}() (exit code {code})") from exc
         except OSError as exc:  # multiprocessing refuses a message over maxlength
             self.close()
@@ -302,11 +306,21 @@ class IsolatedStrategy(ReplayStrategy):
         except OSError as exc:
             self.close()
             raise StrategyFailure(f"crashed: cannot reach the strategy process ({exc})") from exc
-        status, result = self._receive(self.call_timeout, call)
+        over_budget = f"timeout: the strategy's calls took more than {self.total_seconds:g} s in this run"
+        left = self.total_seconds - self.overhead_seconds
+        try:
+            status, result = self._receive(max(min(self.call_timeout, left), 0.0), call)
+        except StrategyFailure as exc:
+            if left < self.call_timeout and str(exc).startswith("timeout"):
+                raise StrategyFailure(over_budget) from None
+            raise
         self.overhead_seconds += time.perf_counter() - start
         if status != "ok":
             self.close()
             raise StrategyFailure(f"{status}: {result}")
+        if self.overhead_seconds > self.total_seconds:
+            self.close()
+            raise StrategyFailure(over_budget)
         return result
 
     @staticmethod

@@ -22,11 +22,15 @@ REPO = Path(__file__).resolve().parent.parent
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 
 
-@pytest.mark.parametrize("name, params", [
-    ("prefer_unused", {"buffer_size": 32}),  # uses ctx.rng and ctx.use_count
-    ("rlep", {"pool_prompts": 10, "pool_samples": 4}),  # pool phase and regrouped advantages
-])
-def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, arith_task, name, params):
+SMALL = {"rlep": {"pool_prompts": 10, "pool_samples": 4}}  # a pool that fits the small budget
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (REPO / "baselines").glob("*.py")))
+def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, coin_task, name):
+    # coin_task: mixed rewards, so that weights, priorities and replayed successes all come into play
+    from benchmark.submission import load_baselines
+
+    params = {**load_baselines().entries[name].strategy_params(), "buffer_size": 32, **SMALL.get(name, {})}
     histories = []
     for isolated in (False, True):
         w = small_workload(tiny_checkpoint, **{"pipeline.workers": 5, "pipeline.trainers": 3})
@@ -35,12 +39,12 @@ def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, ari
         path = REPO / "baselines" / f"{name}.py"
         strategy = (IsolatedStrategy(path, params, rng_seed=strategy_seed(0)) if isolated
                     else build_strategy(path, params))
-        p = Pipeline(w, arith_task, seed=0, policy=(model, tok, {}))
+        p = Pipeline(w, coin_task, seed=0, policy=(model, tok, {}))
         p.attach(strategy)
         p.start()
-        p.run()
+        metrics = [m for c in p.run() for m in c.metrics if not m[0].startswith("wall/")]
         use_count = p.strategy_usage()["use_count"]
-        histories.append((p.eval_history, p.trainer_step, use_count))
+        histories.append((p.eval_history, p.trainer_step, use_count, metrics))
         if isolated:
             state = strategy.state_dict()
             box_state = pickle.loads(base64.b64decode(state["box"]))  # the test reads the box's own bytes

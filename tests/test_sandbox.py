@@ -3,7 +3,6 @@ verdict, on record in MLflow, and the runs beside them complete."""
 
 import base64
 import functools
-import os
 import pickle
 import socket
 import tempfile
@@ -17,7 +16,7 @@ from benchmark.engine.ledger import strategy_seed
 from benchmark.engine.pipeline import Pipeline
 from benchmark.engine.sandbox import IsolatedStrategy
 from benchmark.runner import RunSpec, run
-from benchmark.strategy import StrategyFailure, build_strategy
+from benchmark.strategy import StrategyFailure, build_strategy, declared_params
 from benchmark.tracking import find_runs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,16 +78,17 @@ def test_hostile_strategy_ends_its_run_with_a_verdict(file, verdict, tiny_checkp
     monkeypatch.setenv("REPLAYBENCH_STRATEGY_MEMORY_MB", "1024")
     monkeypatch.setenv("REPLAYBENCH_STRATEGY_MAX_REPLY_MB", "1")
     target = tmp_path / "escaped.txt"
-    monkeypatch.setenv("HOSTILE_TARGET", str(target))
-    spec = RunSpec(small_workload(tiny_checkpoint), HOSTILE / file, {}, seed=0, isolated=True)
     with socket.create_server(("127.0.0.1", 0)) as listener:  # what connects.py tries to reach
         listener.settimeout(0.2)
-        monkeypatch.setenv("HOSTILE_PORT", str(listener.getsockname()[1]))
+        offered = {"target": str(target), "port": listener.getsockname()[1]}  # where each attack aims
+        params = {k: v for k, v in offered.items() if k in (declared_params(HOSTILE / file) or [])}
+        spec = RunSpec(small_workload(tiny_checkpoint), HOSTILE / file, params, seed=0, isolated=True)
         with pytest.raises(StrategyFailure) as failure:
             run(spec)
         with pytest.raises(TimeoutError):
             listener.accept()  # no connection came through
     assert str(failure.value).startswith(verdict)
+    assert not (HOSTILE / file).with_suffix(".escaped").exists()
     [record] = find_runs("arith-tiny", f"tags.`replaybench.strategy` = '{Path(file).stem}'")
     assert record.info.status == "FAILED"
     assert record.data.tags["replaybench.status"] == f"failed: {failure.value}"
@@ -162,7 +162,7 @@ def test_the_engine_never_unpickles_what_the_box_sends(monkeypatch):
         strategy.close()
 
 
-def test_the_operating_system_boundary_hides_the_store_the_home_and_other_entries(
+def test_the_box_sees_neither_the_store_the_home_other_entries_nor_the_engines_environment(
         tiny_checkpoint, isolated_runs, monkeypatch, tmp_path):
     from benchmark.engine.boundary import sandbox_mode
     from benchmark.paths import SUBMISSIONS_DIR
@@ -173,8 +173,10 @@ def test_the_operating_system_boundary_hides_the_store_the_home_and_other_entrie
     (isolated_runs / "mlflow.db").touch()
     secrets = [p for p in secrets if p.is_file()]
     assert secrets and all(p.read_bytes() is not None for p in secrets)  # readable from the engine
-    monkeypatch.setenv("HOSTILE_SECRETS", os.pathsep.join(map(str, secrets)))
-    summary = run(RunSpec(small_workload(tiny_checkpoint), HOSTILE / "reads_the_store.py", {}, seed=0, isolated=True))
+    monkeypatch.setenv("REPLAYBENCH_TEST_SECRET", "a token the engine holds")
+    params = {"secrets": [str(p) for p in secrets], "secret_variable": "REPLAYBENCH_TEST_SECRET"}
+    summary = run(RunSpec(small_workload(tiny_checkpoint), HOSTILE / "reads_the_store.py", params, seed=0,
+                          isolated=True))
     assert summary["trainer_steps"] > 0  # it ran to the end: nothing was readable
     [record] = find_runs("arith-tiny", "tags.`replaybench.strategy` = 'reads_the_store'")
     assert record.data.tags["replaybench.sandbox"] == "bwrap"

@@ -86,11 +86,11 @@ def box_command(argv: list[str], box_dir: str, strategy_path: Path) -> list[str]
     return command + argv
 
 
-def set_limits(memory_mb: int) -> None:
+def set_limits(memory_mb: int, cpu_seconds: float) -> None:
     """In the box, before the strategy's module is imported."""
     import resource
 
-    cpu = int(total_seconds()) + 1
+    cpu = int(cpu_seconds) + 1
     for limit, value in ((resource.RLIMIT_AS, memory_mb * 1024 * 1024), (resource.RLIMIT_CPU, cpu),
                          (resource.RLIMIT_FSIZE, MAX_FILE_MB * 1024 * 1024),
                          (resource.RLIMIT_NOFILE, MAX_OPEN_FILES)):

@@ -55,6 +55,9 @@ DEFAULT_CALL_TIMEOUT = 10.0  # seconds per call
 DEFAULT_MEMORY_MB = 2048
 DEFAULT_MAX_REPLY_MB = 64  # a reply (a batch, a checkpoint state) larger than this is garbage
 STARTUP_TIMEOUT = 60.0
+# What the box keeps of the engine's environment: the locale, the search path, and the OpenBLAS settings
+# some processors need for correct results.
+BOX_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 ROLLOUT_FIELDS = tuple(f.name for f in dataclasses.fields(Rollout))
 SEQUENCE_FIELDS = ("prompt_ids", "completion_ids", "behaviour_logprobs")
 
@@ -187,14 +190,14 @@ class Box:
 
 
 def serve(fd: int, strategy_path: str, params: dict, defaults: dict, rng_seed: int, memory_mb: int,
-          sandbox_dir: str) -> None:
+          cpu_seconds: float, sandbox_dir: str) -> None:
     """Child main loop: guard, load the strategy, then answer calls until the pipe closes."""
     from multiprocessing.connection import Connection
 
     from benchmark.strategy import build_strategy
 
     conn = Connection(fd)
-    set_limits(memory_mb)
+    set_limits(memory_mb, cpu_seconds)
     os.chdir(sandbox_dir)
     violation = _guard(sandbox_dir)  # before the strategy's module runs a single line
 
@@ -246,18 +249,19 @@ class IsolatedStrategy(ReplayStrategy):
                                    * 1024 * 1024)
         self.sandbox = tempfile.TemporaryDirectory(prefix="replaybench-strategy-")
         self.conn, child = multiprocessing.Pipe()
+        self.total_seconds = total_seconds()
         code = ("import sys; from benchmark.engine.sandbox import serve; "
                 f"serve({child.fileno()}, {str(Path(strategy_path).resolve())!r}, {params!r}, {defaults or {}!r}, "
-                f"{rng_seed}, {memory_mb}, {self.sandbox.name!r})")
+                f"{rng_seed}, {memory_mb}, {self.total_seconds!r}, {self.sandbox.name!r})")
         python_path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-        # PYTHONHASHSEED: the box's rollout fingerprints (hashes of their fields) must survive a resume
-        env = {**os.environ, "PYTHONPATH": python_path, "PYTHONHASHSEED": "0",
-               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "TMPDIR": self.sandbox.name,
-               "HOME": self.sandbox.name, "PYTHONDONTWRITEBYTECODE": "1"}
+        # Nothing else of the engine's environment (it may hold tokens and store URIs). PYTHONHASHSEED: the
+        # box's rollout fingerprints (hashes of their fields) must survive a resume.
+        env = {**{k: v for k, v in os.environ.items() if k in BOX_ENVIRONMENT}, "PYTHONPATH": python_path,
+               "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+               "TMPDIR": self.sandbox.name, "HOME": self.sandbox.name, "PYTHONDONTWRITEBYTECODE": "1"}
         argv = box_command([sys.executable, "-c", code], self.sandbox.name, Path(strategy_path))
         self.process = subprocess.Popen(argv, pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL,
                                         cwd=self.sandbox.name)
-        self.total_seconds = total_seconds()
         child.close()
         self.last_batch_ids: list[int] = []
         self.call_seconds: list[float] = []  # CPU seconds the strategy spent per call

@@ -1,16 +1,16 @@
-import os
 import subprocess
 import sys
 
 from benchmark import ReplayStrategy
 
-TARGET = os.environ.get("HOSTILE_TARGET", "/tmp/replaybench-hostile-write.txt")
-
 
 class Spawns(ReplayStrategy):
+    def __init__(self, target="/tmp/replaybench-hostile-write.txt"):
+        self.target = target
+
     def add(self, rollouts, ctx):
         try:
-            subprocess.run([sys.executable, "-c", f"open({TARGET!r}, 'w').write('escaped')"], check=False)
+            subprocess.run([sys.executable, "-c", f"open({self.target!r}, 'w').write('escaped')"], check=False)
         except PermissionError:
             pass  # swallowing the refusal does not hide it
 

@@ -1,10 +1,9 @@
-import os
+from pathlib import Path
 
 from benchmark import ReplayStrategy
 
-TARGET = os.environ.get("HOSTILE_TARGET", "/tmp/replaybench-hostile-write.txt")
 try:  # module-level code runs before any call: the guard must already be there
-    with open(TARGET, "w") as f:
+    with open(Path(__file__).with_suffix(".escaped"), "w") as f:
         f.write("escaped")
 except PermissionError:
     pass

@@ -1,14 +1,13 @@
-import os
-
 from benchmark import ReplayStrategy
-
-TARGET = os.environ.get("HOSTILE_TARGET", "/tmp/replaybench-hostile-write.txt")
 
 
 class WritesOutside(ReplayStrategy):
+    def __init__(self, target="/tmp/replaybench-hostile-write.txt"):
+        self.target = target
+
     def add(self, rollouts, ctx):
         try:
-            with open(TARGET, "w") as f:
+            with open(self.target, "w") as f:
                 f.write("escaped")
         except PermissionError:
             pass  # swallowing the refusal does not hide it

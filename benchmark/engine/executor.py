@@ -61,6 +61,7 @@ class Executor(ABC):
         self.eval_history: list[dict] = []
         self.eval_samples: list[dict] = []  # the last evaluation's logged samples
         self.start_info: dict = {}  # the start checkpoint: weights hash, source, how it was made
+        self.last_checkpoint = Checkpoint(0)  # the last one yielded; a resumable executor keeps it in its state
 
     # ---- what each executor implements ----------------------------------------------------
     @classmethod
@@ -126,10 +127,6 @@ class Executor(ABC):
 
     def eval_points(self) -> list[float]:
         return eval_points(self.w.eval.every, self.w.budget)
-
-    @property
-    def finished(self) -> bool:
-        return len(self.eval_history) >= len(self.eval_points())
 
     def train_metrics(self, stats: dict, usage: dict) -> list[Metric]:
         """The train/ metrics of the step just counted: the trainer's statistics, the batch's usage

@@ -70,7 +70,6 @@ class Pipeline(Executor):
         self.worker_busy_time = 0.0  # finished generations only; in-flight ones are in worker_started
         self.worker_started: dict[int, float] = {}
         self.metrics: list = []  # logged since the last checkpoint
-        self.last_checkpoint = Checkpoint(0)
         self.wall_seconds = {"generation": 0.0, "training": 0.0, "evaluation": 0.0, "total": 0.0}
 
     def open_strategy(self, spec: StrategySpec) -> None:

@@ -226,8 +226,8 @@ class RayPipeline(Executor):
                 progress(self)
             if kind == "eval":
                 self.metrics.extend((f"wall/{k}_seconds", v, self.trainer_step) for k, v in self.wall.items())
-                checkpoint, self.metrics = Checkpoint(len(self.eval_history), self.metrics), []
-                yield checkpoint
+                self.last_checkpoint, self.metrics = Checkpoint(len(self.eval_history), self.metrics), []
+                yield self.last_checkpoint
             if self.stopping and self.run_ended is None and all(k == "eval" for k, _ in self.in_flight.values()):
                 self.run_ended = time.perf_counter()  # only evaluations are left: the measured run ends
             if not self.in_flight and self.evals_queued < len(self.eval_points()):

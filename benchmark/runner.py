@@ -26,7 +26,7 @@ from benchmark.strategy import (
     strategy_params,
 )
 from benchmark.tracking import REPO_ROOT, RUNS_DIR, TAG, RunRecorder, code_version
-from benchmark.workload import Workload
+from benchmark.workload import LimitsConfig, Workload
 
 __all__ = ["RunError", "RunSpec", "run"]
 
@@ -45,8 +45,8 @@ class RunSpec:
         self.strategy_path = Path(self.strategy_path)
         # A config error is the user's, found before any run is recorded; untrusted code runs only in its box.
         if self.isolated:
-            if not self.strategy_path.is_file():
-                raise StrategyError(f"strategy file not found: {self.strategy_path}")
+            if not self.strategy_path.is_file() or self.strategy_path.suffix != ".py":
+                raise StrategyError(f"strategy file not found: {self.strategy_path} (pass the path of a .py file)")
             try:
                 sandbox_mode()  # no operating-system boundary here: say how to get one, before anything runs
             except RuntimeError as exc:
@@ -77,6 +77,8 @@ class RunSpec:
         """Same for every seed of one configuration: how the scorer groups seeds."""
         config = self.resolved_config()
         config.pop("seed")
+        if self.workload.limits == LimitsConfig():  # a section added after the reference runs: their keys stay
+            config["workload"].pop("limits")
         return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def strategy_spec(self) -> StrategySpec:
@@ -100,6 +102,8 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
     if resume and not executor_cls.resumable:
         raise RunError(f"--resume works with resumable executors only: the {spec.executor} executor keeps no "
                        "checkpoints")
+    if summary_json and not Path(summary_json).parent.is_dir():
+        raise RunError(f"--summary-json: no folder {Path(summary_json).parent}; create it or write the summary elsewhere")
     config = spec.resolved_config()
     task = w.load_task()
     # every task the run reads, with its version: the training task and the evaluated ones

@@ -121,8 +121,8 @@ def file_sha256(path: str | Path) -> str:
 def load_strategy_class(path: str | Path) -> type[ReplayStrategy]:
     """Import a strategy file by path and return its ReplayStrategy subclass."""
     path = Path(path)
-    if not path.is_file():
-        raise StrategyError(f"strategy file not found: {path} "
+    if not path.is_file() or path.suffix != ".py":
+        raise StrategyError(f"strategy file {'not found' if not path.is_file() else 'is not Python'}: {path} "
                             "(pass the path of a .py file, e.g. baselines/fifo_uniform.py)")
     module_name = f"replaybench_strategy_{file_sha256(path)[:12]}"
     spec = importlib.util.spec_from_file_location(module_name, path)
@@ -165,10 +165,9 @@ def strategy_params(cls: type[ReplayStrategy]) -> dict:
     return params
 
 
-def declared_params(path: str | Path) -> list[str] | None:
-    """The hyperparameters the strategy file's class declares in `__init__`, read from its source without
-    running it (an untrusted file is never imported outside its box); None when the source does not say
-    (no single class, an inherited `__init__`, **kwargs, a file that does not parse)."""
+def _declared_init(path: str | Path) -> ast.FunctionDef | bool | None:
+    """The chosen class's `__init__` in the file's source; True when it inherits ReplayStrategy's (no
+    parameters); None when the source does not say (no single class, another base, a file that does not parse)."""
     try:
         tree = ast.parse(Path(path).read_text())
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
@@ -184,19 +183,62 @@ def declared_params(path: str | Path) -> list[str] | None:
     cls = classes[chosen[0]]
     init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
     if init is None:  # ReplayStrategy's own __init__ takes nothing; another base's is not in this file
-        return [] if [ast.unparse(b).split(".")[-1] for b in cls.bases] == ["ReplayStrategy"] else None
-    if init.args.kwarg is not None:
-        return None
+        return [ast.unparse(b).split(".")[-1] for b in cls.bases] == ["ReplayStrategy"] or None
+    return None if init.args.kwarg is not None else init
+
+
+def declared_params(path: str | Path) -> list[str] | None:
+    """The hyperparameters the strategy file's class declares in `__init__`, read from its source without
+    running it (an untrusted file is never imported outside its box); None when the source does not say
+    (no single class, an inherited `__init__`, **kwargs, a file that does not parse)."""
+    init = _declared_init(path)
+    if not isinstance(init, ast.FunctionDef):
+        return [] if init is True else None
     args = init.args
     return [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs][1:]]
 
 
+KINDS = {"int": ("a whole number", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+         "float": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+         "bool": ("true or false", lambda v: isinstance(v, bool)),
+         "str": ("a string", lambda v: isinstance(v, str))}
+
+
+def declared_param_kinds(path: str | Path) -> dict[str, str]:
+    """Each hyperparameter's kind (int, float, bool, str) as the source states it: its annotation, or else
+    the type of its literal default; parameters of no such kind are left out."""
+    init = _declared_init(path)
+    if not isinstance(init, ast.FunctionDef):
+        return {}
+    args = init.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
+    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    kinds = {}
+    for arg in [*positional, *args.kwonlyargs][1:]:
+        if arg.annotation is not None:
+            kind = ast.unparse(arg.annotation)
+        elif isinstance(defaults.get(arg.arg), ast.Constant) and defaults[arg.arg].value is not None:
+            kind = type(defaults[arg.arg].value).__name__
+        else:
+            continue
+        if kind in KINDS:
+            kinds[arg.arg] = kind
+    return kinds
+
+
 def check_params(path: str | Path, params: dict, accepted: list[str] | None) -> None:
-    """A hyperparameter the strategy does not take is the user's error: one message naming the ones it does."""
+    """A hyperparameter the strategy does not take, or of another kind than its source states, is the
+    user's error: one message naming what it takes."""
     unknown = sorted(set(params) - set(accepted)) if accepted is not None else []
     if unknown:
         raise StrategyError(f"{Path(path).name} does not take {', '.join(unknown)}; its parameters are: "
                             f"{', '.join(accepted) or 'none'}")
+    kinds = declared_param_kinds(path)
+    wrong = [f"{name} must be {KINDS[kinds[name]][0]}, not {value!r}" for name, value in params.items()
+             if name in kinds and not KINDS[kinds[name]][1](value)]
+    if wrong:
+        raise StrategyError(f"{Path(path).name}: " + "; ".join(wrong))
 
 
 def build_strategy(path: str | Path, params: dict, defaults: dict | None = None) -> ReplayStrategy:

@@ -93,6 +93,17 @@ class EvalConfig:
 
 
 @dataclass
+class LimitsConfig:
+    """The rules of a strategy's resources in one run, the same in both modes; past one, the run ends with
+    a verdict (timeout, memory, garbage). Far above honest use: the baselines take a few seconds a run."""
+
+    strategy_seconds: float = 900.0  # all of the strategy's calls in one run, wall time
+    call_seconds: float = 10.0  # one call, wall time
+    memory_mb: int = 2048  # the strategy's process (isolated runs)
+    reply_mb: float = 64.0  # one reply or checkpoint state of an isolated strategy
+
+
+@dataclass
 class Workload:
     name: str
     task: str
@@ -108,6 +119,7 @@ class Workload:
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -131,6 +143,9 @@ class Workload:
         if not isinstance(g.micro_batch_size, int) or g.micro_batch_size < 0:
             problems.append(f"grpo.micro_batch_size must be an integer >= 0 (0 = the whole batch), "
                             f"not {g.micro_batch_size!r}")
+        lim = self.limits
+        if min(lim.strategy_seconds, lim.call_seconds, lim.memory_mb, lim.reply_mb) <= 0:
+            problems.append("limits.strategy_seconds, call_seconds, memory_mb and reply_mb must be positive")
         problems += self._model_and_task_problems()
         if problems:
             raise WorkloadError(f"workload {self.name}: " + "; ".join(problems))
@@ -187,7 +202,7 @@ class Workload:
 
 
 SECTIONS = {"model": ModelConfig, "warm_start": WarmStartConfig, "pipeline": PipelineConfig,
-            "grpo": GRPOConfig, "eval": EvalConfig}
+            "grpo": GRPOConfig, "eval": EvalConfig, "limits": LimitsConfig}
 
 
 def _is_number(x) -> bool:

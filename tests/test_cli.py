@@ -25,6 +25,11 @@ def replaybench(*args):
     (["run", "--strategy", "baselines/fifo_uniform.py", "--budget", "5"], "before the first trainer step"),
     (["run", "--strategy", "baselines/fifo_uniform.py", "--budget", "0"], "raise --budget"),
     (["run", "--strategy", "tests/conftest.py"], "exactly one subclass"),
+    (["run", "--strategy", "README.md"], "strategy file is not Python"),
+    (["run", "--strategy", "baselines/fifo_uniform.py", "--summary-json", "/nonexistent/s.json"],
+     "--summary-json: no folder /nonexistent"),
+    (["leaderboard", "build", "--out", "README.md"], "cannot write the leaderboard into README.md"),
+    (["leaderboard", "serve", "--port", "99999999", "--dir", "leaderboard"], "ports are 0-65535"),
 ])
 def test_user_errors_are_one_clear_message(args, message, isolated_runs):
     result = replaybench(*args)
@@ -40,6 +45,9 @@ def test_user_errors_are_one_clear_message(args, message, isolated_runs):
     ("pipeline.workers=4.5", "arith-tiny.pipeline.workers must be a whole number, not 4.5"),
     ("grpo.batch_size=true", "arith-tiny.grpo.batch_size must be a whole number, not True"),
     ("fresh_frac=0.5", "does not take fresh_frac; its parameters are: buffer_size"),
+    ("buffer_size=abc", "fifo_uniform.py: buffer_size must be a whole number, not 'abc'"),
+    ("buffer_size=2.5", "fifo_uniform.py: buffer_size must be a whole number, not 2.5"),
+    ("limits.call_seconds=0", "limits.strategy_seconds, call_seconds, memory_mb and reply_mb must be positive"),
 ])
 @pytest.mark.parametrize("isolate", [[], ["--isolate"]])
 def test_a_config_error_is_the_users_and_records_no_run(setting, message, isolate, isolated_runs, capsys):
@@ -60,6 +68,19 @@ def test_the_parameters_of_an_untrusted_file_are_read_without_running_it(tmp_pat
     path.write_text("from benchmark import ReplayStrategy\nclass A(ReplayStrategy):\n"
                     "    def __init__(self, **kwargs):\n        pass\n")
     assert declared_params(path) is None  # **kwargs: the box decides
+
+
+def test_the_kinds_of_parameters_come_from_annotations_or_literal_defaults(tmp_path):
+    from benchmark.strategy import check_params, declared_param_kinds
+
+    path = tmp_path / "entry.py"
+    path.write_text("from benchmark import ReplayStrategy\n\nclass Entry(ReplayStrategy):\n"
+                    "    def __init__(self, size: int, frac=0.5, *, on=False, name='x', other=None, shape: tuple = ()):\n"
+                    "        pass\n")
+    assert declared_param_kinds(path) == {"size": "int", "frac": "float", "on": "bool", "name": "str"}
+    check_params(path, {"size": 3, "frac": 1, "on": True, "other": "anything"}, None)  # an int is a number
+    with pytest.raises(StrategyError, match="size must be a whole number, not True; on must be true or false"):
+        check_params(path, {"size": True, "on": 1}, None)
 
 
 def test_a_damaged_store_is_one_message_and_stays_as_it_was(isolated_runs, capsys):

@@ -3,6 +3,8 @@ verdict, on record in MLflow, and the runs beside them complete."""
 
 import base64
 import functools
+import hashlib
+import json
 import pickle
 import socket
 import tempfile
@@ -23,6 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 
 
+TIGHT = {"limits.call_seconds": 2, "limits.memory_mb": 1024, "limits.reply_mb": 1}  # attacks fail fast
 SMALL = {"rlep": {"pool_prompts": 10, "pool_samples": 4}}  # a pool that fits the small budget
 
 
@@ -74,15 +77,12 @@ def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, coi
 def test_hostile_strategy_ends_its_run_with_a_verdict(file, verdict, tiny_checkpoint, isolated_runs, monkeypatch,
                                                         tmp_path):
     reference_good_run(tiny_checkpoint)  # before the attack, with the default limits
-    monkeypatch.setenv("REPLAYBENCH_STRATEGY_TIMEOUT", "2")
-    monkeypatch.setenv("REPLAYBENCH_STRATEGY_MEMORY_MB", "1024")
-    monkeypatch.setenv("REPLAYBENCH_STRATEGY_MAX_REPLY_MB", "1")
     target = tmp_path / "escaped.txt"
     with socket.create_server(("127.0.0.1", 0)) as listener:  # what connects.py tries to reach
         listener.settimeout(0.2)
         offered = {"target": str(target), "port": listener.getsockname()[1]}  # where each attack aims
         params = {k: v for k, v in offered.items() if k in (declared_params(HOSTILE / file) or [])}
-        spec = RunSpec(small_workload(tiny_checkpoint), HOSTILE / file, params, seed=0, isolated=True)
+        spec = RunSpec(small_workload(tiny_checkpoint, **TIGHT), HOSTILE / file, params, seed=0, isolated=True)
         with pytest.raises(StrategyFailure) as failure:
             run(spec)
         with pytest.raises(TimeoutError):
@@ -132,11 +132,18 @@ def test_strategy_that_fails_to_construct_is_recorded(tiny_checkpoint, isolated_
     assert record.info.status == "FAILED"
 
 
-@pytest.mark.parametrize("isolated", [False, True])
-def test_a_rollout_altered_in_place_is_tampered_in_both_modes(tiny_checkpoint, isolated_runs, isolated):
-    spec = RunSpec(small_workload(tiny_checkpoint), HOSTILE / "mutates_in_place.py", {}, seed=0, isolated=isolated)
-    with pytest.raises(StrategyFailure, match="^tampered: rollout 0 differs from the one the engine handed over"):
-        run(spec)
+@pytest.mark.parametrize("file", ["raises.py", "garbage.py", "fabricates.py", "tampers.py", "mutates_in_place.py"])
+def test_the_engines_own_checks_give_the_same_verdict_in_both_modes(file, tiny_checkpoint, isolated_runs):
+    """What the engine checks itself is judged alike in process; what only the box can stop (writes, processes,
+    memory, a call that never returns) needs --isolate."""
+    verdicts = []
+    for isolated in (False, True):
+        with pytest.raises(StrategyFailure) as failure:
+            run(RunSpec(small_workload(tiny_checkpoint, **TIGHT), HOSTILE / file, {}, seed=0, isolated=isolated))
+        verdicts.append(str(failure.value))
+    assert verdicts[0] == verdicts[1]
+    if file == "mutates_in_place.py":
+        assert verdicts[0].startswith("tampered: rollout 0 differs from the one the engine handed over")
 
 
 def test_the_engine_never_unpickles_what_the_box_sends(monkeypatch):
@@ -182,8 +189,31 @@ def test_the_box_sees_neither_the_store_the_home_other_entries_nor_the_engines_e
     assert record.data.tags["replaybench.sandbox"] == "bwrap"
 
 
-def test_a_run_has_a_total_budget_of_strategy_time(tiny_checkpoint, isolated_runs, monkeypatch):
-    monkeypatch.setenv("REPLAYBENCH_STRATEGY_TOTAL_SECONDS", "3")
-    spec = RunSpec(small_workload(tiny_checkpoint), HOSTILE / "sleeps_under_the_limit.py", {}, seed=0, isolated=True)
+@pytest.mark.parametrize("isolated", [False, True])
+def test_a_run_has_a_total_budget_of_strategy_time_in_both_modes(tiny_checkpoint, isolated_runs, isolated):
+    w = small_workload(tiny_checkpoint, **{"limits.strategy_seconds": 3})
+    spec = RunSpec(w, HOSTILE / "sleeps_under_the_limit.py", {}, seed=0, isolated=isolated)
     with pytest.raises(StrategyFailure, match="^timeout: the strategy's calls took more than 3 s in this run"):
         run(spec)
+
+
+@pytest.mark.parametrize("isolated", [False, True])
+def test_a_call_over_the_limit_is_a_timeout_in_both_modes(tiny_checkpoint, isolated_runs, isolated):
+    w = small_workload(tiny_checkpoint, **{"limits.call_seconds": 0.25})
+    spec = RunSpec(w, HOSTILE / "sleeps_under_the_limit.py", {}, seed=0, isolated=isolated)
+    with pytest.raises(StrategyFailure, match=r"^timeout: (add|sample)\(\) took longer than 0.25 s"):
+        run(spec)
+
+
+def test_the_limits_are_the_workloads_and_default_ones_keep_the_reference_group():
+    from benchmark.workload import LimitsConfig, load_workload
+
+    assert load_workload("arith-tiny").limits == LimitsConfig()  # stated in the file, at the rules' values
+    official, looser = (RunSpec(load_workload("arith-tiny", limits), REPO / "baselines" / "on_policy.py", {}, seed=0)
+                        for limits in ({}, {"limits.strategy_seconds": 10_000}))
+    assert official.resolved_config()["workload"]["limits"]["strategy_seconds"] == 900  # on record in MLflow
+    config = official.resolved_config()
+    del config["seed"], config["workload"]["limits"]
+    key_without_limits = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    assert official.group_key() == key_without_limits  # the runs made before the section existed stay grouped
+    assert looser.group_key() != official.group_key()

@@ -24,8 +24,6 @@ from pathlib import Path
 from benchmark.paths import REPO_ROOT, SUBMISSIONS_DIR
 
 UNSANDBOXED_ENV = "REPLAYBENCH_UNSANDBOXED"
-TOTAL_SECONDS_ENV = "REPLAYBENCH_STRATEGY_TOTAL_SECONDS"
-DEFAULT_TOTAL_SECONDS = 900.0  # of strategy time per run, wall and CPU alike: far above honest use (a few seconds)
 MAX_FILE_MB = 256  # the largest file the box may write in its folder
 MAX_OPEN_FILES = 256
 MISSING = ("isolated runs need bubblewrap for their operating-system boundary: install it (Debian/Ubuntu: "
@@ -54,10 +52,6 @@ def sandbox_mode() -> str:
     if os.environ.get(UNSANDBOXED_ENV) == "1":
         return "none"
     raise RuntimeError(MISSING)
-
-
-def total_seconds() -> float:
-    return float(os.environ.get(TOTAL_SECONDS_ENV, DEFAULT_TOTAL_SECONDS))
 
 
 def hidden_paths() -> list[Path]:

@@ -18,11 +18,12 @@ from types import MappingProxyType
 
 import numpy as np
 
-from benchmark.engine.sandbox import IsolatedStrategy, SampledIds
+from benchmark.engine.sandbox import IsolatedStrategy, SampledIds, over_budget
 from benchmark.engine.stream import derive_seed
 from benchmark.rl.grpo import group_advantages
 from benchmark.rollout import Rollout
 from benchmark.strategy import Batch, ReplayStrategy, StrategyContext, StrategyFailure, build_strategy
+from benchmark.workload import LimitsConfig
 
 
 @dataclass
@@ -50,9 +51,10 @@ class StrategySpec:
     isolated: bool = False
 
 
-def open_strategy(spec: StrategySpec, seed: int) -> ReplayStrategy:
+def open_strategy(spec: StrategySpec, seed: int, limits: LimitsConfig | None = None) -> ReplayStrategy:
     if spec.isolated:
-        return IsolatedStrategy(spec.path, spec.params, rng_seed=strategy_seed(seed), defaults=spec.defaults)
+        return IsolatedStrategy(spec.path, spec.params, rng_seed=strategy_seed(seed), defaults=spec.defaults,
+                                limits=limits)
     return build_strategy(spec.path, spec.params, spec.defaults)
 
 
@@ -137,8 +139,9 @@ def regrouped(batch: list[Rollout], regroup) -> list[Rollout]:
 class StrategyLedger:
     """Everything the engine records about its strategy. `trainer_step` counts the steps trained."""
 
-    def __init__(self, strategy: ReplayStrategy, seed: int, num_trainers: int):
+    def __init__(self, strategy: ReplayStrategy, seed: int, num_trainers: int, limits: LimitsConfig | None = None):
         self.strategy, self.num_trainers = strategy, num_trainers
+        self.limits = limits or LimitsConfig()
         self.rng = np.random.default_rng(strategy_seed(seed))
         self.known: dict[int, Rollout] = {}  # every rollout handed to the strategy, by id
         self.use_count: dict[int, int] = {}
@@ -151,13 +154,25 @@ class StrategyLedger:
         return StrategyContext(trainer_step=self.trainer_step, policy_version=self.trainer_step, rng=self.rng,
                                use_count=MappingProxyType(self.use_count), num_trainers=self.num_trainers)
 
-    def _call(self, method: str, *args):
+    def _call(self, method: str, *args, counted: bool = True):
+        """The strategy's call, under the workload's time limits: an isolated strategy's box enforces them as
+        it goes, and this check gives an in-process run the same verdicts once the call returns."""
         start = time.perf_counter()
         try:
-            return getattr(self.strategy, method)(*args)
+            result = getattr(self.strategy, method)(*args)
+        except StrategyFailure:
+            raise
+        except Exception as exc:  # in process; the box words it the same way
+            raise StrategyFailure(f"raised: {method}() raised {type(exc).__name__}: {exc}") from exc
         finally:
-            self.seconds += time.perf_counter() - start
-            self.calls += 1
+            took = time.perf_counter() - start
+            self.seconds += took
+            self.calls += counted
+        if took > self.limits.call_seconds:
+            raise StrategyFailure(f"timeout: {method}() took longer than {self.limits.call_seconds:g} s")
+        if self.seconds > self.limits.strategy_seconds:
+            raise StrategyFailure(over_budget(self.limits))
+        return result
 
     def register(self, group: PendingGroup, clock: float) -> list[Rollout]:
         """Rollout records for a finished generation, kept as the engine's own."""
@@ -168,7 +183,7 @@ class StrategyLedger:
         return rollouts
 
     def pool_request(self) -> tuple[int, int] | None:
-        return checked_pool_request(self.strategy.pool_request())
+        return checked_pool_request(self._call("pool_request", counted=False))
 
     def add_pool(self, groups: list[PendingGroup], clock: float) -> int:
         """Hand the pool's groups over; returns the number of rollouts."""

@@ -73,11 +73,11 @@ class Pipeline(Executor):
         self.wall_seconds = {"generation": 0.0, "training": 0.0, "evaluation": 0.0, "total": 0.0}
 
     def open_strategy(self, spec: StrategySpec) -> None:
-        self.attach(open_strategy(spec, self.seed))
+        self.attach(open_strategy(spec, self.seed, self.w.limits))
 
     def attach(self, strategy: ReplayStrategy) -> None:
         """Use a strategy built in this process (or an IsolatedStrategy)."""
-        self.ledger = StrategyLedger(strategy, self.seed, self.w.pipeline.trainers)
+        self.ledger = StrategyLedger(strategy, self.seed, self.w.pipeline.trainers, self.w.limits)
 
     def close(self) -> None:
         close = getattr(self.ledger.strategy if self.ledger else None, "close", None)

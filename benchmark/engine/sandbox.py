@@ -5,7 +5,7 @@ as JSON in both directions: rollouts go in as lists of numbers, and what comes b
 strictly (rollout ids, weights, regroup lists, a pool request), never unpickled, so nothing a
 strategy returns can run code in the engine. The engine trains only on its own copies of the
 rollouts the ids name. A strategy's checkpoint state is opaque bytes that only the box loads, and
-every reply has a size cap (REPLAYBENCH_STRATEGY_MAX_REPLY_MB).
+every reply has a size cap; the limits are the workload's (`limits:` in its file).
 
 The child process runs under a memory limit (RLIMIT_AS) and every call under a wall-clock limit.
 A Python audit hook, installed before the strategy's module is imported, refuses writes outside the
@@ -45,15 +45,12 @@ from types import MappingProxyType
 
 import numpy as np
 
-from benchmark.engine.boundary import box_command, set_limits, total_seconds
+from benchmark.engine.boundary import box_command, set_limits
 from benchmark.paths import REPO_ROOT
 from benchmark.rollout import Rollout
 from benchmark.strategy import Batch, ReplayStrategy, StrategyContext, StrategyFailure
+from benchmark.workload import LimitsConfig
 
-# Limits of official runs; REPLAYBENCH_STRATEGY_TIMEOUT / _MEMORY_MB / _MAX_REPLY_MB change them.
-DEFAULT_CALL_TIMEOUT = 10.0  # seconds per call
-DEFAULT_MEMORY_MB = 2048
-DEFAULT_MAX_REPLY_MB = 64  # a reply (a batch, a checkpoint state) larger than this is garbage
 STARTUP_TIMEOUT = 60.0
 # What the box keeps of the engine's environment: the locale, the search path, and the OpenBLAS settings
 # some processors need for correct results.
@@ -238,21 +235,23 @@ def serve(fd: int, strategy_path: str, params: dict, defaults: dict, rng_seed: i
 
 
 # ---- the engine side -----------------------------------------------------------------------
+def over_budget(limits: LimitsConfig) -> str:
+    return f"timeout: the strategy's calls took more than {limits.strategy_seconds:g} s in this run"
+
+
 class IsolatedStrategy(ReplayStrategy):
     """The engine's handle on a strategy running in its own process."""
 
     def __init__(self, strategy_path: str | Path, params: dict, rng_seed: int, defaults: dict | None = None,
-                 call_timeout: float | None = None, memory_mb: int | None = None):
-        self.call_timeout = call_timeout or float(os.environ.get("REPLAYBENCH_STRATEGY_TIMEOUT", DEFAULT_CALL_TIMEOUT))
-        memory_mb = memory_mb or int(os.environ.get("REPLAYBENCH_STRATEGY_MEMORY_MB", DEFAULT_MEMORY_MB))
-        self.max_reply_bytes = int(float(os.environ.get("REPLAYBENCH_STRATEGY_MAX_REPLY_MB", DEFAULT_MAX_REPLY_MB))
-                                   * 1024 * 1024)
+                 limits: LimitsConfig | None = None):
+        self.limits = limits = limits or LimitsConfig()
+        self.call_timeout, self.total_seconds = limits.call_seconds, limits.strategy_seconds
+        self.max_reply_bytes = int(limits.reply_mb * 1024 * 1024)
         self.sandbox = tempfile.TemporaryDirectory(prefix="replaybench-strategy-")
         self.conn, child = multiprocessing.Pipe()
-        self.total_seconds = total_seconds()
         code = ("import sys; from benchmark.engine.sandbox import serve; "
                 f"serve({child.fileno()}, {str(Path(strategy_path).resolve())!r}, {params!r}, {defaults or {}!r}, "
-                f"{rng_seed}, {memory_mb}, {self.total_seconds!r}, {self.sandbox.name!r})")
+                f"{rng_seed}, {limits.memory_mb}, {self.total_seconds!r}, {self.sandbox.name!r})")
         python_path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
         # Nothing else of the engine's environment (it may hold tokens and store URIs). PYTHONHASHSEED: the
         # box's rollout fingerprints (hashes of their fields) must survive a resume.
@@ -310,13 +309,12 @@ class IsolatedStrategy(ReplayStrategy):
         except OSError as exc:
             self.close()
             raise StrategyFailure(f"crashed: cannot reach the strategy process ({exc})") from exc
-        over_budget = f"timeout: the strategy's calls took more than {self.total_seconds:g} s in this run"
         left = self.total_seconds - self.overhead_seconds
         try:
             status, result = self._receive(max(min(self.call_timeout, left), 0.0), call)
         except StrategyFailure as exc:
             if left < self.call_timeout and str(exc).startswith("timeout"):
-                raise StrategyFailure(over_budget) from None
+                raise StrategyFailure(over_budget(self.limits)) from None
             raise
         self.overhead_seconds += time.perf_counter() - start
         if status != "ok":
@@ -324,7 +322,7 @@ class IsolatedStrategy(ReplayStrategy):
             raise StrategyFailure(f"{status}: {result}")
         if self.overhead_seconds > self.total_seconds:
             self.close()
-            raise StrategyFailure(over_budget)
+            raise StrategyFailure(over_budget(self.limits))
         return result
 
     @staticmethod

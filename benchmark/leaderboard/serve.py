@@ -19,9 +19,10 @@ def serve(directory: Path, port: int = 8000) -> int:
                                "(or pass --dir FOLDER)")
     try:
         server = ThreadingHTTPServer(("127.0.0.1", port), partial(SimpleHTTPRequestHandler, directory=str(directory)))
-    except OSError as exc:
-        raise LeaderboardError(f"cannot listen on 127.0.0.1:{port} ({exc.strerror}): pass another --port, or "
-                               "--port 0 for a free one") from exc
+    except (OSError, OverflowError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "ports are 0-65535"
+        raise LeaderboardError(f"cannot listen on 127.0.0.1:{port} ({reason}): pass another --port, or "
+                               "--port 0 for a free one") from None
 
     def stop(signum, frame):
         raise KeyboardInterrupt

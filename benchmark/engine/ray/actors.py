@@ -137,7 +137,8 @@ class StrategyHost:
 
     def open(self, spec: StrategySpec) -> None:
         setup_process()
-        self.ledger = StrategyLedger(open_strategy(spec, self.seed), self.seed, self.w.pipeline.trainers)
+        self.ledger = StrategyLedger(open_strategy(spec, self.seed, self.w.limits), self.seed, self.w.pipeline.trainers,
+                                     self.w.limits)
 
     def pool_request(self):
         return self.ledger.pool_request()

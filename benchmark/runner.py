@@ -103,7 +103,7 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
         raise RunError(f"--resume works with resumable executors only: the {spec.executor} executor keeps no "
                        "checkpoints")
     if summary_json and not Path(summary_json).parent.is_dir():
-        raise RunError(f"--summary-json: no folder {Path(summary_json).parent}; create it or write the summary elsewhere")
+        raise RunError(f"--summary-json: no folder {Path(summary_json).parent}; create it or write elsewhere")
     config = spec.resolved_config()
     task = w.load_task()
     # every task the run reads, with its version: the training task and the evaluated ones

@@ -75,7 +75,7 @@ def test_the_kinds_of_parameters_come_from_annotations_or_literal_defaults(tmp_p
 
     path = tmp_path / "entry.py"
     path.write_text("from benchmark import ReplayStrategy\n\nclass Entry(ReplayStrategy):\n"
-                    "    def __init__(self, size: int, frac=0.5, *, on=False, name='x', other=None, shape: tuple = ()):\n"
+                    "    def __init__(self, size: int, frac=0.5, *, on=False, name='x', other=None, sh: tuple = ()):\n"
                     "        pass\n")
     assert declared_param_kinds(path) == {"size": "int", "frac": "float", "on": "bool", "name": "str"}
     check_params(path, {"size": 3, "frac": 1, "on": True, "other": "anything"}, None)  # an int is a number

@@ -11,6 +11,7 @@ Everything else (model, task, learning rate, G, B, evaluation, budget, seeds) is
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,10 +82,26 @@ def load_submission(folder: str | Path) -> Submission:
     if not path.is_file():
         raise SubmissionError(f"{path} not found: a submission is a folder with submission.yaml and strategy.py "
                               "(copy submissions/example_entry)")
+    check_folder(folder)
     data = _read_yaml(path)
     if not isinstance(data, dict):
         raise SubmissionError(f"{path} must be a mapping of fields")
     return parse_entry(data, folder, str(path))
+
+
+MAX_ENTRY_MB = 16  # an entry is code and a little data; its content hash reads every byte
+
+
+def check_folder(folder: Path) -> None:
+    """What is hashed and run is the folder's own files: no links out of it, and a size that hashes quickly."""
+    links = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_symlink())
+    if links:
+        raise SubmissionError(f"{folder}: an entry holds no symbolic links ({', '.join(links[:3])}): copy the files "
+                              "into the folder")
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    if size > MAX_ENTRY_MB * 2**20:
+        raise SubmissionError(f"{folder} holds {size / 2**20:.0f} MB; an entry may hold at most {MAX_ENTRY_MB} MB: "
+                              "remove data and caches from it")
 
 
 @dataclass
@@ -125,6 +142,9 @@ def _read_yaml(path: Path):
         raise SubmissionError(f"{path} is not valid YAML: {exc}") from exc
 
 
+ENTRY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
 def parse_entry(data: dict, folder: Path, where: str) -> Submission:
     """One entry's fields, validated: every problem in one SubmissionError headed by `where`. The strategy file
     is relative to `folder`."""
@@ -151,6 +171,11 @@ def parse_entry(data: dict, folder: Path, where: str) -> Submission:
         problems.append(f"strategy {data['strategy']!r} is outside the entry's folder {folder}: put the file in it")
     elif "strategy" in data and not strategy.is_file():
         problems.append(f"strategy file {strategy} not found")
+    if "strategy" in data and strategy.suffix != ".py":
+        problems.append(f"strategy must be a .py file, not {data['strategy']!r}")
+    if "name" in data and not (isinstance(data["name"], str) and ENTRY_NAME.fullmatch(data["name"])):
+        problems.append(f"name must be 1-64 letters, digits, '.', '_' or '-' (it names runs and files), "
+                        f"not {data['name']!r}")
     authors = data.get("authors", [])
     if problems:
         raise SubmissionError(f"{where}:\n  - " + "\n  - ".join(problems))

@@ -94,6 +94,22 @@ def test_a_damaged_store_is_one_message_and_stays_as_it_was(isolated_runs, capsy
     assert store.read_bytes() == before and not (isolated_runs / "checkpoints").exists()
 
 
+def test_a_damaged_target_is_one_message_and_nothing_is_written(isolated_runs, tmp_path, capsys):
+    targets, out = tmp_path / "targets", tmp_path / "board"
+    targets.mkdir()
+    (targets / "arith-tiny.json").write_text('{"schema": ')  # cut short
+    for args in (["leaderboard", "--workload", "arith-tiny"], ["leaderboard", "build", "--out", str(out)]):
+        assert main([*args, "--targets", str(targets)]) == 2
+        err = "".join(capsys.readouterr().err.split())  # the console wraps long paths anywhere
+        assert "arith-tiny.jsoncannotberead" in err and "freeze-target--workloadarith-tiny--force" in err
+    assert not out.exists()
+
+
+def test_a_folder_that_is_not_a_model_names_the_fix(tmp_path, capsys):
+    assert main(["eval", "--model", str(tmp_path), "--task", "arith_tiny"]) == 2
+    assert "Pass a local folder with config.json and weights" in " ".join(capsys.readouterr().err.split())
+
+
 def test_grading_a_file_that_is_not_utf8_names_the_fix(tmp_path, capsys):
     path = tmp_path / "latin1.jsonl"
     path.write_bytes(b'{"gold": "5", "completion": "caf\xe9 \\boxed{5}"}\n')

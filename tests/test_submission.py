@@ -59,6 +59,9 @@ def test_schema_problems_are_named(tmp_path, extra, message):
     (BASE + "track: buffer\nbuffer_size: 2.5\n", "buffer_size must be a positive integer, not 2.5"),
     (BASE.replace("strategy: strategy.py", "strategy: ../elsewhere.py") + "track: buffer\n",
      "strategy '../elsewhere.py' is outside the entry's folder"),
+    (BASE.replace("name: x", "name: \"x' OR 1=1\"") + "track: buffer\n", "name must be 1-64 letters"),
+    (BASE.replace("strategy: strategy.py", "strategy: submission.yaml") + "track: buffer\n",
+     "strategy must be a .py file"),
 ])
 def test_values_a_yaml_reader_would_accept_are_refused(tmp_path, text, message):
     entry = tmp_path / "entry"
@@ -66,6 +69,19 @@ def test_values_a_yaml_reader_would_accept_are_refused(tmp_path, text, message):
     (tmp_path / "elsewhere.py").write_text("")  # exists, but the content hash covers the entry's folder only
     with pytest.raises(SubmissionError, match=message):
         load_submission(write(entry, text))
+
+
+def test_an_entry_holds_its_own_files_only(tmp_path):
+    entry = tmp_path / "entry"
+    shutil.copytree(EXAMPLE, entry)
+    (entry / "data").symlink_to("/dev/zero")  # hashing it would never end
+    with pytest.raises(SubmissionError, match="an entry holds no symbolic links"):
+        load_submission(entry)
+    (entry / "data").unlink()
+    with (entry / "data").open("wb") as f:
+        f.truncate(17 * 2**20)
+    with pytest.raises(SubmissionError, match="an entry may hold at most 16 MB"):
+        load_submission(entry)
 
 
 def test_open_track_may_choose_a_registered_loss(tmp_path):

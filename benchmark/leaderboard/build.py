@@ -209,12 +209,12 @@ def build(out_dir: Path | None = None, workload: str | None = None, track: str |
     """Write results.json, LEADERBOARD.md and index.html, each atomically, all three rendered from the
     same results before any is written."""
     out_dir = Path(out_dir or LEADERBOARD_DIR)
+    results = score_from_mlflow(workload, track, targets_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise LeaderboardError(f"cannot write the leaderboard into {out_dir} ({exc.strerror}): pass --out with a "
                                "folder you can write") from None
-    results = score_from_mlflow(workload, track, targets_dir)
     files = {"results.json": results_json(results),
              "LEADERBOARD.md": render_markdown(results),
              "index.html": render_html(results)}

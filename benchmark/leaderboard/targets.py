@@ -32,9 +32,15 @@ def load_target(workload: str, targets_dir: Path | None = None) -> dict:
             f"no frozen target for workload {workload} ({path} is missing): run "
             f"`replaybench leaderboard freeze-target --workload {workload}` once the reference runs "
             f"({REFERENCE}, >= {scoring.MIN_SEEDS} seeds) are in MLflow")
-    target = json.loads(path.read_text())
-    if target.get("schema") != TARGET_SCHEMA:
-        raise LeaderboardError(f"{path}: unknown schema {target.get('schema')!r}, expected {TARGET_SCHEMA}")
+    try:
+        target = json.loads(path.read_text())
+    except (ValueError, OSError) as exc:
+        raise LeaderboardError(f"{path} cannot be read ({exc}): restore it (`git checkout -- {path}`), or freeze "
+                               f"it again with `replaybench leaderboard freeze-target --workload {workload} --force`"
+                               ) from None
+    if not isinstance(target, dict) or target.get("schema") != TARGET_SCHEMA:
+        schema = target.get("schema") if isinstance(target, dict) else None
+        raise LeaderboardError(f"{path}: unknown schema {schema!r}, expected {TARGET_SCHEMA}")
     return target
 
 

@@ -81,7 +81,7 @@ def load_pretrained(source: str, dtype: str = "float32"):
     try:
         model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype])
         tokenizer = _load_tokenizer(source)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a folder transformers cannot read as a model
         raise PolicyError(
             f"cannot load model {source!r}: {exc}. Pass a local folder with config.json and weights, "
             "or a hub id on a machine that reaches the hub (set HF_HUB_OFFLINE=1 to fail fast offline)"

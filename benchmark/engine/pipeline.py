@@ -28,6 +28,7 @@ from benchmark.rl.policy import load_start_policy
 from benchmark.strategy import ReplayStrategy
 
 GENERATION_DONE, TRAIN_DONE, POOL_DONE = 0, 1, 2  # at equal times, arrivals are handled before step ends
+MAX_ROWS_PER_CALL = 512  # rows of one engine call: past a few hundred, a bigger call is no faster per row
 
 
 @dataclass(order=True)
@@ -65,6 +66,8 @@ class Pipeline(Executor):
         self.seq = 0
         self.stream_position = 0
         self.generations_started = 0
+        self.ahead: dict[int, PendingGroup] = {}  # generations computed before their start, by start index
+        self.engine_calls = self.engine_rows = 0  # how well generation is batched: rows per call
         self.trainer_busy = False
         self.trainer_busy_time = 0.0
         self.worker_busy_time = 0.0  # finished generations only; in-flight ones are in worker_started
@@ -101,22 +104,32 @@ class Pipeline(Executor):
             self._start_workers()
 
     def _start_workers(self) -> None:
+        self._generate_ahead(self.generations_started, also=self.w.pipeline.workers - 1)
         for worker in range(self.w.pipeline.workers):
             self._start_generation(worker)
 
-    def _generate(self, doc: dict, n: int, seed: int) -> PendingGroup:
-        t = time.perf_counter()
-        [completions] = self.engine.generate([self.prompt(self.task.doc_to_text(doc))], n=n,
-                                             temperature=self.w.grpo.temperature, max_new_tokens=self.max_new_tokens,
-                                             seed=seed)
-        self.wall_seconds["generation"] += time.perf_counter() - t
-        rewards = self.task.score_many(doc, [c.text for c in completions])
-        return PendingGroup(doc_id(doc), completions, rewards, self.engine.version)
+    def _generate(self, docs: list[dict], n: int, seeds: list[int]) -> list[PendingGroup]:
+        """One group per doc, with the engine's current weights, as few engine calls as the row cap allows.
+        Each group depends on its own seed and the weights only, not on the other groups of its call."""
+        groups = []
+        per_call = max(1, MAX_ROWS_PER_CALL // n)
+        for start in range(0, len(docs), per_call):
+            chunk = docs[start:start + per_call]
+            t = time.perf_counter()
+            completions = self.engine.generate([self.prompt(self.task.doc_to_text(d)) for d in chunk], n=n,
+                                               temperature=self.w.grpo.temperature,
+                                               max_new_tokens=self.max_new_tokens, seed=seeds[start:start + per_call])
+            self.wall_seconds["generation"] += time.perf_counter() - t
+            self.engine_calls += 1
+            self.engine_rows += len(chunk) * n
+            groups += [PendingGroup(doc_id(doc), group, self.task.score_many(doc, [c.text for c in group]),
+                                    self.engine.version) for doc, group in zip(chunk, completions)]
+        return groups
 
     def _generate_pool(self, prompts: int, samples: int) -> None:
         """The strategy's pool: the stream's first prompts, sampled by the starting policy on all devices."""
-        groups = [self._generate(stream_doc(self.train_docs, self.seed, position), samples,
-                                 derive_seed(self.seed, "pool", position)) for position in range(prompts)]
+        groups = self._generate([stream_doc(self.train_docs, self.seed, position) for position in range(prompts)],
+                                samples, [derive_seed(self.seed, "pool", position) for position in range(prompts)])
         self._push(self.costs.pool_time(sum(g.tokens for g in groups)), POOL_DONE, payload=groups)
 
     def _finish_pool(self, event: Event) -> None:
@@ -164,13 +177,32 @@ class Pipeline(Executor):
 
     # ---- workers --------------------------------------------------------------------------
     def _start_generation(self, worker: int) -> None:
-        doc = stream_doc(self.train_docs, self.seed, self.stream_position)
+        index = self.generations_started  # the stream position too: each start takes the next prompt
         self.stream_position += 1
-        seed = derive_seed(self.seed, "generation", self.generations_started)
         self.generations_started += 1
-        group = self._generate(doc, self.w.grpo.group_size, seed)
+        group = self.ahead.pop(index, None)
+        if group is None or group.policy_version != self.engine.version:
+            self._generate_ahead(index)
+            group = self.ahead.pop(index)
         self.worker_started[worker] = self.time
         self._push(self.time + self.costs.generation_time(group.tokens), GENERATION_DONE, worker, group)
+
+    def _generate_ahead(self, first: int, also: int = 0) -> None:
+        """Generate start `first` together with the starts certain to come before the weights can next change:
+        one per generation that finishes (and whose worker then starts its next) before a trainer step can
+        end, within the budget, and `also`, the starts at this very moment. Each is generated with exactly
+        the weights its worker will hold when it starts, so the run is the one of generating each group at
+        its start, in fewer engine calls."""
+        arrivals = sorted(e.time for e in self.events if e.kind == GENERATION_DONE)
+        step_end = next((e.time for e in self.events if e.kind == TRAIN_DONE), None)
+        if step_end is None:  # an idle trainer may start a step now, of at least 2 tokens a rollout
+            step_end = self.time + self.costs.training_time(2 * self.w.grpo.batch_size)
+        horizon = min(step_end, self.costs.elapsed(self.w.budget))
+        coming = sum(1 for t in arrivals if t < horizon)
+        indices = range(first, first + 1 + also + coming)
+        groups = self._generate([stream_doc(self.train_docs, self.seed, i) for i in indices], self.w.grpo.group_size,
+                                [derive_seed(self.seed, "generation", i) for i in indices])
+        self.ahead = dict(zip(indices, groups))
 
     def _finish_generation(self, event: Event) -> None:
         self.worker_busy_time += self.time - self.worker_started.pop(event.worker)
@@ -230,9 +262,10 @@ class Pipeline(Executor):
         return self.ledger.usage()
 
     # ---- checkpoints ----------------------------------------------------------------------
-    STATE = ("time", "events", "seq", "stream_position", "generations_started", "trainer_busy", "trainer_busy_time",
-             "worker_busy_time", "worker_started", "metrics", "last_checkpoint", "wall_seconds", "trainer_step",
-             "rollouts_generated", "samples_trained", "eval_history", "eval_samples")
+    STATE = ("time", "events", "seq", "stream_position", "generations_started", "ahead", "engine_calls",
+             "engine_rows", "trainer_busy", "trainer_busy_time", "worker_busy_time", "worker_started", "metrics",
+             "last_checkpoint", "wall_seconds", "trainer_step", "rollouts_generated", "samples_trained", "eval_history",
+             "eval_samples")
 
     def state_dict(self) -> dict:
         return {**{k: getattr(self, k) for k in self.STATE}, "ledger": self.ledger.state_dict(),

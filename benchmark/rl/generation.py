@@ -89,6 +89,8 @@ class HFEngine(GenerationEngine):
 
     @torch.no_grad()
     def generate(self, prompts, n, temperature, max_new_tokens, seed):
+        if isinstance(seed, list):  # one seed per prompt: each prompt's completions depend on its own only
+            return [self.generate([p], n, temperature, max_new_tokens, s)[0] for p, s in zip(prompts, seed)]
         tok = self.tokenizer
         enc = tok([p for p in prompts for _ in range(n)], return_tensors="pt", padding=True,
                   add_special_tokens=False).to(self.model.device)

@@ -11,6 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from benchmark.rl.generation import HFEngine
 from benchmark.rl.grpo import token_logprobs_and_entropy
+from benchmark.rl.sampler import KVEngine
 
 PROMPTS = ["012+345=", "1+2=", "99+1="]
 
@@ -38,7 +39,7 @@ def _samples(groups):
     return [[(c.completion_ids, c.logprobs) for c in group] for group in groups]
 
 
-@pytest.mark.parametrize("engine_class", [HFEngine])
+@pytest.mark.parametrize("engine_class", [HFEngine, KVEngine])
 @pytest.mark.parametrize("temperature", [1.0, 0.7, 0.0])
 def test_checkpoint_generation_defaults_do_not_leak_into_sampling(tiny_checkpoint, opinionated_checkpoint,
                                                                   temperature, engine_class):
@@ -52,7 +53,7 @@ def test_checkpoint_generation_defaults_do_not_leak_into_sampling(tiny_checkpoin
     assert opinionated.model.generation_config.top_k == 3  # the model's own config is left as it was
 
 
-@pytest.mark.parametrize("engine_class", [HFEngine])
+@pytest.mark.parametrize("engine_class", [HFEngine, KVEngine])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_returned_logprobs_are_those_of_softmax_logits_over_temperature(opinionated_checkpoint, temperature,
                                                                         engine_class):

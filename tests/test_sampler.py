@@ -6,8 +6,11 @@ import copy
 
 import pytest
 import torch
+from conftest import small_workload
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from benchmark.engine.pipeline import Pipeline
+from benchmark.engine.ray.options import make_engine
 from benchmark.paths import REPO_ROOT
 from benchmark.rl.generation import HFEngine
 from benchmark.rl.grpo import token_logprobs_and_entropy
@@ -129,3 +132,11 @@ def test_the_cpu_tiers_model_gets_the_kv_engine(model_and_tokenizer):
     assert transformers_engine(model, tokenizer, "tiny", version=3).version == 3
     assert type(transformers_engine(model, tokenizer, "Qwen/Qwen2.5-7B")) is HFEngine
     assert KVEngine(model, tokenizer).generate([], n=2, temperature=1.0, max_new_tokens=4, seed=[]) == []
+
+
+def test_the_cpu_tiers_executors_sample_with_the_kv_engine(tiny_checkpoint, arith_task, model_and_tokenizer):
+    pipeline = Pipeline(small_workload(tiny_checkpoint), arith_task, seed=0)
+    assert type(pipeline.engine) is KVEngine and type(pipeline.eval_engine) is KVEngine
+    model, tokenizer = model_and_tokenizer
+    assert type(make_engine("hf", copy.deepcopy(model), tokenizer, source="tiny")) is KVEngine
+    assert type(make_engine("hf", copy.deepcopy(model), tokenizer, source="Qwen/Qwen3-0.6B")) is HFEngine

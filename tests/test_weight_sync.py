@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from benchmark.rl.generation import EngineError, HFEngine
+from benchmark.rl.sampler import KVEngine
 from benchmark.rl.tiny_lm import build_char_tokenizer, build_tiny_model
 from benchmark.rl.weight_sync import TIED_HEAD, WeightSyncError, engine_weights
 
@@ -54,9 +55,10 @@ def test_engine_weights_are_checkpoint_format_copies(tokenizer):
                        tie_word_embeddings=True)
 
 
-def test_synced_hf_engine_matches_a_fresh_model_with_those_weights(tokenizer, tmp_path):
+@pytest.mark.parametrize("engine_class", [HFEngine, KVEngine])
+def test_synced_engine_matches_a_fresh_model_with_those_weights(tokenizer, tmp_path, engine_class):
     start = tiny(tokenizer)
-    engine = HFEngine(copy.deepcopy(start), tokenizer, version=0)
+    engine = engine_class(copy.deepcopy(start), tokenizer, version=0)
     before = engine.generate(PROMPTS, n=1, temperature=0.0, max_new_tokens=8, seed=0)
 
     trainer_model = trained_copy(start)
@@ -64,7 +66,7 @@ def test_synced_hf_engine_matches_a_fresh_model_with_those_weights(tokenizer, tm
     assert engine.version == 5
 
     trainer_model.save_pretrained(tmp_path)  # a fresh model with the trainer's weights, through the checkpoint format
-    fresh = HFEngine(type(start).from_pretrained(tmp_path), tokenizer)
+    fresh = engine_class(type(start).from_pretrained(tmp_path), tokenizer)
     for temperature in (0.0, 1.0):
         synced = engine.generate(PROMPTS, n=3, temperature=temperature, max_new_tokens=8, seed=4)
         reference = fresh.generate(PROMPTS, n=3, temperature=temperature, max_new_tokens=8, seed=4)

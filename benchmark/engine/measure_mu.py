@@ -74,14 +74,15 @@ def device_name() -> str:
     return f"CPU, {torch.get_num_threads()} thread(s)"
 
 
-def _engine(kind: str, model, tokenizer, device: str):
+def _engine(kind: str, model, tokenizer, device: str, source: str):
     if kind == "vllm":
         from benchmark.rl.vllm_engine import VLLMEngine
 
         return VLLMEngine.from_model(model, tokenizer)  # from the CPU copy; closed before training starts
-    from benchmark.rl.generation import HFEngine
+    from benchmark.rl.sampler import transformers_engine
 
-    return HFEngine(model.to(device), tokenizer)  # generation leaves the weights as they are: no copy
+    # the transformers engine the runs use; generation leaves the weights as they are: no copy
+    return transformers_engine(model.to(device), tokenizer, source)
 
 
 def measure(workload: Workload, engine: str = "hf", repeats: int = 5, log=print) -> MuMeasurement:
@@ -104,7 +105,7 @@ def measure(workload: Workload, engine: str = "hf", repeats: int = 5, log=print)
     n_prompts = max(1, g.batch_size // g.group_size)
     result = MuMeasurement(workload.name, engine, device_name(), rollouts=n_prompts * g.group_size)
 
-    gen = _engine(engine, model, tokenizer, device)
+    gen = _engine(engine, model, tokenizer, device, workload.model.source)
     batches = []
     for repeat in range(-1, repeats):  # repeat -1 warms up, untimed
         chosen = [stream_doc(docs, 0, (repeat + 1) * n_prompts + i) for i in range(n_prompts)]

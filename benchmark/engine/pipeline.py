@@ -22,9 +22,9 @@ from benchmark.engine.executor import Checkpoint, Executor
 from benchmark.engine.ledger import PendingGroup, StrategyLedger, StrategySpec, open_strategy
 from benchmark.engine.stream import derive_seed, doc_id, stream_doc
 from benchmark.grading.prompts import PromptFormat
-from benchmark.rl.generation import HFEngine
 from benchmark.rl.grpo import GRPOTrainer
 from benchmark.rl.policy import load_start_policy
+from benchmark.rl.sampler import transformers_engine
 from benchmark.strategy import ReplayStrategy
 
 GENERATION_DONE, TRAIN_DONE, POOL_DONE = 0, 1, 2  # at equal times, arrivals are handled before step ends
@@ -52,8 +52,9 @@ class Pipeline(Executor):
         self.trainer = GRPOTrainer.from_config(model, tokenizer.pad_token_id, workload.grpo)
         # Workers share one engine holding the latest published weights: a worker picks the
         # version up when its next generation starts, which is all the pipeline needs.
-        self.engine = HFEngine(copy.deepcopy(model), tokenizer, version=0)
-        self.eval_engine = HFEngine(model, tokenizer)
+        source = workload.model.source
+        self.engine = transformers_engine(copy.deepcopy(model), tokenizer, source, version=0)
+        self.eval_engine = transformers_engine(model, tokenizer, source)
         self.train_docs = task.docs("train")
         self.eval_sets = eval_sets(workload, task)
         # The model's chat template when it has one (model.prompt_format), the same for training and evaluation.

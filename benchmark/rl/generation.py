@@ -1,10 +1,11 @@
 """Generation engines: sample completions with the behaviour policy's per-token log-probs.
 
-The pipeline only talks to `GenerationEngine`; `HFEngine` (transformers `generate`) is the CPU
-default; `VLLMEngine` (`benchmark/rl/vllm_engine.py`, the `gpu` extra) sits behind the same interface.
-Both load new weights through `benchmark.rl.weight_sync`.
+The pipeline only talks to `GenerationEngine`. On transformers models: `HFEngine` (transformers
+`generate`, any model) and `KVEngine` (`benchmark/rl/sampler.py`: its own KV-cached decoding loop,
+the CPU tier's engine); `VLLMEngine` (`benchmark/rl/vllm_engine.py`, the `gpu` extra) sits behind
+the same interface. All load new weights through `benchmark.rl.weight_sync`.
 
-Both sample from exactly softmax(logits / T) (or greedily) and return the log-probs of that
+All sample from exactly softmax(logits / T) (or greedily) and return the log-probs of that
 distribution, which is what the trainer recomputes. Nothing of a checkpoint's own generation
 defaults (a real instruct model ships e.g. top_k, top_p, repetition_penalty) may reshape the
 distribution, or the returned log-probs would not be the behaviour policy's.
@@ -13,6 +14,8 @@ distribution, or the returned log-probs would not be the behaviour policy's.
 from __future__ import annotations
 
 import contextlib
+import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -43,9 +46,22 @@ class GenerationEngine:
         raise NotImplementedError
 
     def generate(self, prompts: list[str], n: int, temperature: float, max_new_tokens: int,
-                 seed: int) -> list[list[Completion]]:
-        """n completions per prompt. temperature 0 means greedy. The same seed gives the same output."""
+                 seed: int | Sequence[int]) -> list[list[Completion]]:
+        """n completions per prompt. temperature 0 means greedy. The same seed gives the same output.
+        seed: one for the whole call, or one per prompt: then a prompt's completions depend on its own
+        seed and the weights only, not on the other prompts of the call (up to the last bits of a
+        batched forward pass)."""
         raise NotImplementedError
+
+
+def per_prompt_seeds(seed: int | Sequence[int], prompts: int) -> list[int] | None:
+    """The list of per-prompt seeds, checked against the number of prompts; None for one seed per call."""
+    if isinstance(seed, numbers.Integral):
+        return None
+    seeds = [int(s) for s in seed]
+    if len(seeds) != prompts:
+        raise ValueError(f"{len(seeds)} seeds for {prompts} prompts: pass one seed, or one per prompt")
+    return seeds
 
 
 def sampling_config(temperature: float, max_new_tokens: int, pad_token_id: int, eos_token_id: int) -> GenerationConfig:
@@ -73,8 +89,9 @@ def without_checkpoint_defaults(model):
         model.generation_config = saved
 
 
-class HFEngine(GenerationEngine):
-    """transformers `generate` on a model of its own (weights loaded in place on sync)."""
+class TransformersEngine(GenerationEngine):
+    """What the engines on a transformers model of their own share: weights loaded in place on sync,
+    completions cut after the end-of-sequence token and decoded."""
 
     def __init__(self, model, tokenizer, version: int = 0):
         self.model = model.eval()
@@ -87,10 +104,24 @@ class HFEngine(GenerationEngine):
         load_into_model(self.model, weights, tied)
         self.version = version
 
+    def completion(self, prompt_ids: tuple[int, ...], new_ids: list[int], token_logp: list[float]) -> Completion:
+        """A row's sampled tokens up to and including the first end-of-sequence token, if any."""
+        eos = self.tokenizer.eos_token_id
+        if eos in new_ids:
+            new_ids = new_ids[: new_ids.index(eos) + 1]
+        return Completion(prompt_ids=prompt_ids, completion_ids=tuple(new_ids),
+                          logprobs=tuple(token_logp[: len(new_ids)]),
+                          text=self.tokenizer.decode(new_ids, skip_special_tokens=True))
+
+
+class HFEngine(TransformersEngine):
+    """transformers `generate` on a model of its own (weights loaded in place on sync)."""
+
     @torch.no_grad()
     def generate(self, prompts, n, temperature, max_new_tokens, seed):
-        if isinstance(seed, list):  # one seed per prompt: each prompt's completions depend on its own only
-            return [self.generate([p], n, temperature, max_new_tokens, s)[0] for p, s in zip(prompts, seed)]
+        seeds = per_prompt_seeds(seed, len(prompts))
+        if seeds is not None:  # one call per prompt: its samples then depend on its own seed only
+            return [self.generate([p], n, temperature, max_new_tokens, s)[0] for p, s in zip(prompts, seeds)]
         tok = self.tokenizer
         enc = tok([p for p in prompts for _ in range(n)], return_tensors="pt", padding=True,
                   add_special_tokens=False).to(self.model.device)
@@ -108,15 +139,7 @@ class HFEngine(GenerationEngine):
         token_logp = logp.gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
         results = []
         for row in range(new_tokens.shape[0]):
-            ids = new_tokens[row].tolist()
-            if tok.eos_token_id in ids:
-                ids = ids[: ids.index(tok.eos_token_id) + 1]
             mask = enc["attention_mask"][row].bool()
             prompt_ids = tuple(enc["input_ids"][row][mask].tolist())
-            results.append(Completion(
-                prompt_ids=prompt_ids,
-                completion_ids=tuple(ids),
-                logprobs=tuple(token_logp[row, : len(ids)].tolist()),
-                text=tok.decode(ids, skip_special_tokens=True),
-            ))
+            results.append(self.completion(prompt_ids, new_tokens[row].tolist(), token_logp[row].tolist()))
         return [results[i * n:(i + 1) * n] for i in range(len(prompts))]

@@ -1,12 +1,13 @@
 """The vLLM generation engine: `GenerationEngine` on `vllm.LLM`, for GPU machines (the `gpu` extra).
 
 Sampling. One `SamplingParams` per prompt: n samples, temperature (0 = greedy), no top-k/top-p,
-max_tokens, the engine's stop strings, and seed + i * n for prompt i (vLLM seeds sample j of a
-request with seed + j, so every completion row of a call has its own seed, and the same seed gives
-the same output). `logprobs=0` returns the sampled token's log-prob at every step, and the engine
-runs with `logprobs_mode="processed_logprobs"`: log-probs of the distribution actually sampled
-from, log_softmax(logits / T) here since nothing else is applied, and of the raw logits when
-greedy. That is the transformers engine's convention and what the trainer recomputes
+max_tokens, the engine's stop strings, and seed + i * n for prompt i, or the prompt's own seed when
+the call passes one per prompt (vLLM seeds sample j of a request with seed + j, so every completion
+row of a call has its own seed, and the same seed gives the same output). `logprobs=0` returns the
+sampled token's log-prob at every step, and the engine runs with
+`logprobs_mode="processed_logprobs"`: log-probs of the distribution actually sampled from,
+log_softmax(logits / T) here since nothing else is applied, and of the raw logits when greedy. That
+is the transformers engine's convention and what the trainer recomputes
 (`grpo.token_logprobs_and_entropy` divides by the same T), so on-policy rollouts get an importance
 ratio of 1 up to kernel rounding. vLLM's default, "raw_logprobs", would ignore T.
 
@@ -34,7 +35,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from benchmark.rl.generation import Completion, EngineError, GenerationEngine
+from benchmark.rl.generation import Completion, EngineError, GenerationEngine, per_prompt_seeds
 from benchmark.rl.weight_sync import engine_weights
 
 INSTALL_HINT = ('the vLLM engine needs vLLM: on a GPU machine pip install -e ".[gpu]" (after a CUDA build of '
@@ -149,12 +150,13 @@ class VLLMEngine(GenerationEngine):
         from vllm.inputs import TokensPrompt
 
         greedy = temperature <= 0
+        seeds = per_prompt_seeds(seed, len(prompts)) or [seed + i * n for i in range(len(prompts))]
         prompt_ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         params = [SamplingParams(n=1 if greedy else n,  # vLLM refuses n > 1 when greedy: copied below
                                  temperature=0.0 if greedy else temperature, top_p=1.0, top_k=0,
                                  max_tokens=max_new_tokens, stop=list(self.stop) or None,
-                                 seed=seed + i * n, logprobs=0, skip_special_tokens=True)
-                  for i in range(len(prompts))]
+                                 seed=prompt_seed, logprobs=0, skip_special_tokens=True)
+                  for prompt_seed in seeds]
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompt_ids], params,
                                     use_tqdm=False)
         results = []

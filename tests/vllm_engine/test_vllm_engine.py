@@ -78,6 +78,17 @@ def test_same_seed_same_output(engine):
     assert engine.generate(PROMPTS, n=4, temperature=1.0, max_new_tokens=MAX_NEW, seed=12) != first
 
 
+def test_one_seed_per_prompt_makes_a_prompts_samples_its_own(engine):
+    seeds = [21, 5, 300]
+    together = engine.generate(PROMPTS, n=4, temperature=1.0, max_new_tokens=MAX_NEW, seed=seeds)
+    alone = [engine.generate([p], n=4, temperature=1.0, max_new_tokens=MAX_NEW, seed=[s])[0]
+             for p, s in zip(PROMPTS, seeds)]
+    assert [[c.completion_ids for c in g] for g in together] == [[c.completion_ids for c in g] for g in alone]
+    # an int seed s stays s + i * n for prompt i
+    assert engine.generate(PROMPTS, n=4, temperature=1.0, max_new_tokens=MAX_NEW, seed=11) == engine.generate(
+        PROMPTS, n=4, temperature=1.0, max_new_tokens=MAX_NEW, seed=[11, 15, 19])
+
+
 def test_greedy_equals_the_transformers_engine(engine, model, tokenizer):
     hf = HFEngine(copy.deepcopy(model), tokenizer).generate(PROMPTS, n=2, temperature=0.0, max_new_tokens=MAX_NEW,
                                                              seed=0)

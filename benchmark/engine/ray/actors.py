@@ -41,7 +41,7 @@ class InferenceWorker:
         setup_process(device)
         self.w = workload
         model, tokenizer, self.start_info = load_start_policy(workload)
-        self.engine = make_engine(engine, model, tokenizer, device, gpu_fraction)
+        self.engine = make_engine(engine, model, tokenizer, device, gpu_fraction, workload.model.source)
         self.task = workload.load_task()
         self.prompt = PromptFormat(tokenizer, workload.model.prompt_format)  # as the pipeline prompts
         self.max_new_tokens = workload.max_new_tokens or self.task.max_new_tokens
@@ -182,7 +182,7 @@ class Evaluator:
         setup_process(device)
         self.w, self.seed = workload, seed
         model, tokenizer, _ = load_start_policy(workload)
-        self.engine = make_engine(engine, model, tokenizer, device, gpu_fraction)
+        self.engine = make_engine(engine, model, tokenizer, device, gpu_fraction, workload.model.source)
         self.sets = eval_sets(workload, workload.load_task())
         self.prompt = PromptFormat(tokenizer, workload.model.prompt_format)
 

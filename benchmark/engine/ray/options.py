@@ -45,14 +45,16 @@ def resolve_engine(name: str) -> str:
     return name
 
 
-def make_engine(name: str, model, tokenizer, device: str = "cpu", gpu_fraction: float | None = None):
+def make_engine(name: str, model, tokenizer, device: str = "cpu", gpu_fraction: float | None = None,
+                source: str | None = None):
     """The engine `name` (see resolve_engine) on this actor's device; gpu_fraction: the share of its GPU
-    the actor holds when it holds only part of one."""
+    the actor holds when it holds only part of one; source: the workload's model.source, which picks
+    the transformers engine ("hf") as the pipeline does."""
     name = resolve_engine(name)
     if name == "hf":
-        from benchmark.rl.generation import HFEngine
+        from benchmark.rl.sampler import transformers_engine
 
-        return HFEngine(model.to(device), tokenizer)
+        return transformers_engine(model.to(device), tokenizer, source)
     module, _, factory_name = name.partition(":")
     factory = getattr(importlib.import_module(module), factory_name)
     if gpu_fraction is not None and "gpu_fraction" in inspect.signature(factory).parameters:

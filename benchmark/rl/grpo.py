@@ -17,10 +17,12 @@ a baseline set below the behaviour policy's value, which keeps off-policy traini
 from __future__ import annotations
 
 import contextlib
+import inspect
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from transformers import DynamicCache
 
 from benchmark.rollout import Rollout
 from benchmark.workload import LOSSES
@@ -154,6 +156,55 @@ def token_logprobs_and_entropy(model, input_ids, attention, temperature: float =
     return torch.cat([pad, logp], 1), torch.cat([pad, entropy], 1)
 
 
+def pad_completions(rollouts: list[Rollout], pad_id: int):
+    """Right-padded completion ids, their mask and behaviour log-probs: [rollouts, longest completion]."""
+    longest = max(len(r.completion_ids) for r in rollouts)
+    ids = torch.full((len(rollouts), longest), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rollouts), longest), dtype=torch.bool)
+    behaviour = torch.zeros((len(rollouts), longest), dtype=torch.float32)
+    for i, r in enumerate(rollouts):
+        c = len(r.completion_ids)
+        ids[i, :c] = torch.tensor(r.completion_ids)
+        mask[i, :c] = True
+        behaviour[i, :c] = torch.tensor(r.behaviour_logprobs)
+    return ids, mask, behaviour
+
+
+def completion_logprobs_sharing_prompts(model, rollouts: list[Rollout], pad_id: int, temperature: float = 1.0):
+    """Log-prob and entropy of each completion token, [rollouts, longest completion]: each distinct prompt
+    runs through the model once and its KV cache serves every rollout of it (the G rollouts of a group share
+    their prompt), which is the forward of `token_logprobs_and_entropy` up to float rounding."""
+    device = next(model.parameters()).device
+    prompt_of, row_prompt = {}, []
+    for r in rollouts:
+        row_prompt.append(prompt_of.setdefault(tuple(r.prompt_ids), len(prompt_of)))
+    prompts = list(prompt_of)
+    lengths = torch.tensor([len(p) for p in prompts], device=device)
+    prompt_ids = torch.full((len(prompts), int(lengths.max())), pad_id, dtype=torch.long)
+    for i, p in enumerate(prompts):
+        prompt_ids[i, :len(p)] = torch.tensor(p)
+    prompt_ids = prompt_ids.to(device)
+    prompt_mask = (torch.arange(prompt_ids.shape[1], device=device) < lengths[:, None]).long()
+    rows = torch.tensor(row_prompt, device=device)
+
+    cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    cache = DynamicCache(config=model.config)
+    prompt_logits = model(input_ids=prompt_ids, attention_mask=prompt_mask, use_cache=True,
+                          **{cache_arg: cache}).logits
+    first = prompt_logits[torch.arange(len(prompts), device=device), lengths - 1]  # predicts completion token 0
+    cache.batch_select_indices(rows)  # each rollout's rows of its prompt's keys and values, gradients summed back
+    ids, mask, _ = (t.to(device) for t in pad_completions(rollouts, pad_id))
+    positions = lengths[rows][:, None] + torch.arange(ids.shape[1], device=device)
+    # a right-padded prompt leaves a gap between its last token and the completion: masked out
+    attention = torch.cat([prompt_mask[rows], mask.long()], 1)
+    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True,
+                   **{cache_arg: cache}).logits
+    logits = torch.cat([first[rows][:, None], logits[:, :-1]], 1).float() / temperature
+    logp_all = F.log_softmax(logits, dim=-1)
+    logp = logp_all.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+    return logp, -(logp_all.exp() * logp_all).sum(-1)
+
+
 def enable_activation_checkpointing(model) -> None:
     """Recompute each layer's activations in backward instead of keeping them (transformers models;
     a DistributedDataParallel wrapper is seen through). Non-reentrant, which works under DDP."""
@@ -194,7 +245,7 @@ class GRPOTrainer:
 
     def __init__(self, model, pad_id: int, lr: float, weight_decay: float = 0.0, max_grad_norm: float = 1.0,
                  betas: tuple[float, float] = (0.9, 0.999), temperature: float = 1.0, loss: LossConfig | None = None,
-                 micro_batch_size: int = 0, gradient_checkpointing: bool = False):
+                 micro_batch_size: int = 0, gradient_checkpointing: bool = False, share_prompts: bool = True):
         self.model = model
         self.pad_id = pad_id
         self.temperature = temperature
@@ -203,6 +254,9 @@ class GRPOTrainer:
         self.micro_batch_size = micro_batch_size
         if gradient_checkpointing:
             enable_activation_checkpointing(model)
+        # Two forwards per backward (prompts, then completions) suit neither activation checkpointing, which
+        # turns the KV cache off, nor DistributedDataParallel, which expects one forward per backward.
+        self.share_prompts = share_prompts and not gradient_checkpointing and not hasattr(model, "module")
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
 
     @classmethod
@@ -239,10 +293,14 @@ class GRPOTrainer:
         over completion tokens, and the number of completion tokens."""
         device = next(self.model.parameters()).device  # the batch goes where the model is (a GPU, or the CPU)
         w = None if weights is None else torch.tensor(weights, dtype=torch.float32, device=device)
-        input_ids, attention, completion_mask, behaviour = (t.to(device) for t in pad_batch(rollouts, self.pad_id))
         if normaliser is not None:
             normaliser = normaliser.to(device)
-        logp, entropy = token_logprobs_and_entropy(self.model, input_ids, attention, self.temperature)
+        if self.share_prompts:
+            _, completion_mask, behaviour = (t.to(device) for t in pad_completions(rollouts, self.pad_id))
+            logp, entropy = completion_logprobs_sharing_prompts(self.model, rollouts, self.pad_id, self.temperature)
+        else:
+            input_ids, attention, completion_mask, behaviour = (t.to(device) for t in pad_batch(rollouts, self.pad_id))
+            logp, entropy = token_logprobs_and_entropy(self.model, input_ids, attention, self.temperature)
         if self.loss_cfg.kind == "asymre":
             rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32, device=device)
             baselines = torch.tensor([r.group_reward_mean for r in rollouts], dtype=torch.float32, device=device)

@@ -3,8 +3,10 @@ one progress row per run; and the progress bar that one run in this process show
 
 Workers come from a ProcessPoolExecutor with the "spawn" start method: a forked child would inherit torch's
 thread pools and locks held by other threads of this process. A worker runs one run after another, as this
-process does with --jobs 1 (each run sets its own thread count and seeds). Pickling carries the run specs in and
-the summaries and errors (StrategyError, RunError, ...) back, so the caller sees what --jobs 1 would raise.
+process does with --jobs 1 (each run sets its own thread count and seeds); keeping the workers (no
+max_tasks_per_child) means they are all spawned at the start, where Ctrl-C can be kept from them (see _submit).
+Pickling carries the run specs in and the summaries and errors (StrategyError, RunError, ...) back, so the caller
+sees what --jobs 1 would raise.
 """
 
 from __future__ import annotations

@@ -146,20 +146,6 @@ def test_two_runs_started_at_once_on_a_fresh_store_are_both_recorded_whole(tiny_
         assert [step for step, _ in histories["train/loss"]] == list(range(1, summary["trainer_steps"] + 1))
 
 
-def test_the_curve_plot_is_an_svg_with_every_point_and_the_same_bytes_for_the_same_curve():
-    import xml.etree.ElementTree as ET
-
-    from benchmark.tracking import curve_svg
-
-    curve = [{"compute": c, "accuracy": a} for c, a in ((0.0, 0.25), (1.2e6, 0.5), (2.4e6, 0.8))]
-    svg = curve_svg(curve, "arith-tiny: <fifo> & co")
-    root = ET.fromstring(svg)  # well-formed, the title escaped
-    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
-    assert "arith-tiny: <fifo> & co" in texts and "2,400,000" in texts and "1.0" in texts
-    assert len(list(root.iter("{http://www.w3.org/2000/svg}circle"))) == 3
-    assert curve_svg(curve, "arith-tiny: <fifo> & co") == svg
-
-
 def test_resume_without_checkpoint_says_what_to_do(tiny_checkpoint, isolated_runs):
     from benchmark.runner import RunError
 

@@ -20,10 +20,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev,distributed]"
 	touch $@
 
-# The main job: the reference baselines on the CPU tier (4 seeds each, about 20 minutes on two
-# cores), then the leaderboard rebuilt from MLflow (leaderboard/results.json, LEADERBOARD.md, index.html).
+# The main job: the reference baselines on the CPU tier (4 seeds each, 2-4 minutes per run, one run per CPU core
+# at a time; JOBS=N to change that), then the leaderboard rebuilt from MLflow (leaderboard/results.json,
+# LEADERBOARD.md, index.html).
 baselines: setup
-	$(BIN)/replaybench baselines
+	$(BIN)/replaybench baselines $(if $(JOBS),--jobs $(JOBS))
 	$(BIN)/replaybench leaderboard build
 
 test: setup

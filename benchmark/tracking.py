@@ -10,6 +10,7 @@ which flushes already landed and never logs a value twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -47,14 +48,31 @@ def client():
     path = Path(uri[len("sqlite:///"):])
     path.parent.mkdir(parents=True, exist_ok=True)
     try:  # a damaged file fails here, in one line, rather than deep inside the first write
-        mlflow_client = MlflowClient(tracking_uri=uri)
-        mlflow_client.search_experiments(max_results=1)
+        with _creation_lock(path):
+            mlflow_client = MlflowClient(tracking_uri=uri)
+            mlflow_client.search_experiments(max_results=1)
     except Exception as exc:
         cause = str(getattr(exc, "orig", None) or exc).splitlines()[0]
         raise TrackingError(f"the MLflow store {path} cannot be read ({cause}): move it aside "
                             f"(mv {path} {path}.broken) to start a new one, or set MLFLOW_TRACKING_URI to "
                             "another store") from None
     return mlflow_client
+
+
+@contextlib.contextmanager
+def _creation_lock(store: Path):
+    """Held while a process opens the SQLite store: MLflow creates and migrates a fresh store when a process
+    first opens it, and two processes doing that at once collide (sqlite3.OperationalError: table
+    _alembic_tmp_... already exists). A file of its own: closing any descriptor of the database file would drop
+    the locks SQLite holds on it."""
+    import fcntl
+
+    with open(store.with_name(store.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def experiment_id(mlflow_client, workload_name: str, experiment: str | None = None) -> str:
@@ -66,7 +84,20 @@ def experiment_id(mlflow_client, workload_name: str, experiment: str | None = No
     location = None
     if tracking_uri().startswith("sqlite:"):  # keep artifacts under runs/, not ./mlruns of the cwd
         location = (RUNS_DIR / "artifacts" / (experiment or workload_name)).as_uri()
-    return mlflow_client.create_experiment(name, artifact_location=location)
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return mlflow_client.create_experiment(name, artifact_location=location)
+    except MlflowException as exc:  # another process created it since the lookup
+        if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+        return mlflow_client.get_experiment_by_name(name).experiment_id
+
+
+def prepare_store(workload_name: str, experiment: str | None = None) -> None:
+    """Open the store (created and migrated if new) and create the runs' experiment, once, before runs start in
+    parallel: they then neither wait for one another's migration nor race to create the experiment."""
+    experiment_id(client(), workload_name, experiment)
 
 
 def code_version() -> str:

@@ -157,7 +157,7 @@ def test_baselines_prints_the_leaderboards_ranking(isolated_runs, tmp_path, monk
     capsys.readouterr()
     specs = stub_training(monkeypatch)
 
-    assert main(["baselines", "--seeds", "0"]) == 0
+    assert main(["baselines", "--seeds", "0", "--jobs", "1"]) == 0
     out = capsys.readouterr().out
     assert "ReplayBench leaderboard: arith-tiny v1" in out and "speedup (geo-mean)" in out
     assert out.index("fifo_uniform") < out.index("on_policy (reference)")
@@ -177,7 +177,7 @@ def test_baselines_without_a_target_says_why_in_one_line_and_lists_failures(isol
     monkeypatch.setattr(benchmark.leaderboard.targets, "TARGETS_DIR", tmp_path / "no-targets")
     stub_training(monkeypatch, fail={"fifo_uniform"})
 
-    assert main(["baselines", "--seeds", "0"]) == 1  # a failed run, as before
+    assert main(["baselines", "--seeds", "0", "--jobs", "1"]) == 1  # a failed run, as before
     err = capsys.readouterr().err
     reason = next(line for line in err.splitlines() if line.startswith("no ranking:"))
     assert "no frozen target for workload arith-tiny" in reason

@@ -1,6 +1,7 @@
 """Runs end to end through the runner and MLflow: reproducibility, kill and resume, one record per run."""
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -12,10 +13,11 @@ import pytest
 from conftest import small_overrides, small_workload
 
 from benchmark.runner import RunSpec, run
-from benchmark.tracking import client, find_runs
+from benchmark.tracking import FLUSH_KEY, client, find_runs
 
 REPO = Path(__file__).resolve().parent.parent
 FIFO = REPO / "baselines" / "fifo_uniform.py"
+TINY_RUN = {"budget": 20_000, "eval.every": 10_000, "eval.num_problems": 10, "eval.pass_k_problems": 0}
 
 
 def metric_histories(run_id):
@@ -109,6 +111,39 @@ def test_sigkill_then_resume_ends_like_an_uninterrupted_run(tiny_checkpoint, iso
     assert resumed_run.info.status == "FINISHED" and resumed_run.data.tags["replaybench.resumed"] == "true"
     hr, hs = metric_histories(resumed["mlflow_run_id"]), metric_histories(straight["mlflow_run_id"])
     assert hr == hs
+
+
+def start_run_at_once(barrier, spec):
+    barrier.wait(timeout=120)
+    run(spec)
+
+
+def test_two_runs_started_at_once_on_a_fresh_store_are_both_recorded_whole(tiny_checkpoint, isolated_runs, tmp_path):
+    assert not (isolated_runs / "mlflow.db").exists()
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(2)  # both reach the store within moments; MLflow's migration of it takes seconds
+    workload = small_workload(tiny_checkpoint, **TINY_RUN)
+    specs = [RunSpec(workload, FIFO, {"buffer_size": 32}, seed=seed) for seed in (0, 1)]
+    processes = [context.Process(target=start_run_at_once, args=(barrier, spec)) for spec in specs]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=240)
+    assert [process.exitcode for process in processes] == [0, 0]
+
+    runs = find_runs("arith-tiny")
+    assert sorted(r.data.tags["replaybench.seed"] for r in runs) == ["0", "1"]
+    for r in runs:
+        assert r.info.status == "FINISHED" and r.data.tags["replaybench.status"] == "finished"
+        summary = client().download_artifacts(r.info.run_id, "summary.json", str(tmp_path / r.info.run_id))
+        summary = json.loads(Path(summary).read_text())
+        histories = metric_histories(r.info.run_id)
+        evaluations = len(summary["eval_curve"])
+        # every flush landed, each with all its values
+        assert [value for _, value in histories[FLUSH_KEY]] == [float(i) for i in range(1, evaluations + 1)]
+        assert sorted(value for _, value in histories["eval/accuracy"]) == sorted(
+            p["accuracy"] for p in summary["eval_curve"])
+        assert [step for step, _ in histories["train/loss"]] == list(range(1, summary["trainer_steps"] + 1))
 
 
 def test_resume_without_checkpoint_says_what_to_do(tiny_checkpoint, isolated_runs):

@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from benchmark.cli import doctor, leaderboard, runs, tools
 from benchmark.cli import eval as evaluation  # not the builtin
-from benchmark.cli.options import console
+from benchmark.cli.options import console, quiet_libraries
 from benchmark.grading.tasks import TaskError
 from benchmark.rl.generation import EngineError
 from benchmark.rl.policy import PolicyError
@@ -30,20 +30,6 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         module.add_parsers(subparsers)
     return parser
-
-
-def quiet_libraries() -> None:
-    """Our progress bar is the one to read: silence the libraries' bars and info logs."""
-    import logging
-    import os
-
-    from transformers.utils import logging as hf_logging
-
-    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    logging.getLogger("mlflow").setLevel(logging.WARNING)
-    logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> int:

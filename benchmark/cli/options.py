@@ -1,5 +1,5 @@
-"""What several commands share: the stderr console, the workload and executor options, and the workload
-those options select."""
+"""What several commands share: the stderr console, the libraries kept quiet, the workload and executor options,
+and the workload those options select."""
 
 from __future__ import annotations
 
@@ -8,6 +8,20 @@ from rich.console import Console
 from benchmark.workload import load_workload, split_overrides
 
 console = Console(stderr=True)
+
+
+def quiet_libraries() -> None:
+    """Our progress bar is the one to read: silence the libraries' bars and info logs."""
+    import logging
+    import os
+
+    from transformers.utils import logging as hf_logging
+
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 def add_workload_options(p) -> None:

@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from benchmark.cli.options import add_executor_option, add_workload_options, console, workload_from_args
+from benchmark.cli.parallel import default_jobs, last_accuracy, progress_bar, progress_status, run_parallel
 from benchmark.leaderboard import LeaderboardError
 from benchmark.leaderboard.build import score_from_mlflow
 from benchmark.leaderboard.render import print_leaderboard
 from benchmark.leaderboard.store import DEFAULT_TRACK
-from benchmark.runner import RunSpec, run
+from benchmark.runner import RunError, RunSpec, run
 from benchmark.strategy import StrategyError
 from benchmark.submission import load_baselines, load_submission
 from benchmark.workload import WorkloadError, split_overrides
@@ -48,6 +48,7 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--seeds", type=int, nargs="+", help="default: the workload's seeds")
     p.add_argument("--strategies", nargs="+",
                    help="baseline names from baselines/baselines.yaml (default: the reference pair)")
+    add_jobs_option(p)
     p.set_defaults(func=cmd_baselines)
 
     p = subparsers.add_parser("validate", help="check a submission: schema, then a short sandboxed dry run")
@@ -61,22 +62,63 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--workload", default="arith-tiny")
     p.add_argument("--seeds", type=int, nargs="+", help="default: the workload's pinned seeds")
     add_executor_option(p)
+    add_jobs_option(p)
     p.set_defaults(func=cmd_submit)
+
+
+def add_jobs_option(p) -> None:
+    p.add_argument("--jobs", type=positive_int, metavar="N",
+                   help=f"runs at once, each in a process of its own (default: the CPU cores, {default_jobs()} here; "
+                        "1: one after another in this process; with --executor ray, 1)")
+
+
+def positive_int(text: str) -> int:
+    import argparse
+
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return int(text)
+
+
+def jobs_of(args) -> int:
+    if args.executor == "ray":  # one Ray run already spreads its actors over the machine
+        if args.jobs not in (None, 1):
+            raise RunError("--executor ray runs one run at a time: drop --jobs (or use --jobs 1)")
+        return 1
+    return args.jobs or default_jobs()
 
 
 def run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, label: str = "",
                       executor_options=None) -> dict:
     budget = spec.workload.budget
-    columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"), TimeElapsedColumn()]
-    with Progress(*columns, console=console, transient=False) as bar:
+    with progress_bar() as bar:
         job = bar.add_task(label or f"{spec.strategy_name} seed {spec.seed}", total=budget, status="")
 
         def progress(p):
-            acc = p.eval_history[-1]["accuracy"] if p.eval_history else float("nan")
             bar.update(job, completed=min(p.compute_used, budget),
-                       status=f"{p.compute_used / budget:4.0%} of budget  step {p.trainer_step}  acc {acc:.3f}")
+                       status=progress_status(p.compute_used, budget, p.trainer_step, last_accuracy(p)))
 
         return run(spec, resume=resume, summary_json=summary_json, progress=progress, executor_options=executor_options)
+
+
+def run_all(runs: list[tuple[RunSpec, str]], jobs: int) -> list[dict | StrategyError]:
+    """Each run's summary, or the StrategyError it failed with (recorded in MLflow as failed; the other runs go
+    on), in the order of `runs` (spec, label): `jobs` at a time in worker processes, or with one job one after
+    another in this process."""
+    if jobs > 1 and len(runs) > 1:
+        outcomes = run_parallel(runs, jobs)
+        for (_, label), outcome in zip(runs, outcomes):
+            if isinstance(outcome, StrategyError):
+                console.print(f"[red]{label} failed:[/] {outcome}")
+        return outcomes
+    outcomes = []
+    for spec, label in runs:
+        try:
+            outcomes.append(run_with_progress(spec, label=label))
+        except StrategyError as exc:
+            console.print(f"[red]{label} failed:[/] {exc}")
+            outcomes.append(exc)
+    return outcomes
 
 
 def cmd_run(args) -> int:
@@ -104,7 +146,8 @@ def cmd_baselines(args) -> int:
     unknown = [n for n in names if n not in baselines.entries]
     if unknown:
         raise WorkloadError(f"unknown baseline(s) {', '.join(unknown)}; known: {', '.join(baselines.entries)}")
-    failures = []
+    jobs = jobs_of(args)
+    runs = []  # every run's config is checked before the first one starts
     for name in names:
         entry = baselines.entries[name]
         entry = dataclasses.replace(entry, workers=args.workers or entry.workers,
@@ -116,13 +159,10 @@ def cmd_baselines(args) -> int:
         for seed in args.seeds if args.seeds is not None else workload.seeds:
             spec = RunSpec(workload, entry.strategy, {**entry.strategy_params(), **strategy_params}, seed,
                            isolated=args.isolate, tags=tags, executor=args.executor)
-            label = f"{name} ({workload.pipeline.workers},{workload.pipeline.trainers}) seed {seed}"
-            try:
-                run_with_progress(spec, label=label)
-            except StrategyError as exc:  # recorded in MLflow as failed; the other runs go on
-                console.print(f"[red]{label} failed:[/] {exc}")
-                failures.append((label, str(exc)))
+            runs.append((spec, f"{name} ({workload.pipeline.workers},{workload.pipeline.trainers}) seed {seed}"))
+    outcomes = run_all(runs, jobs)
     print_workload_ranking(workload.name)
+    failures = [(label, outcome) for (_, label), outcome in zip(runs, outcomes) if isinstance(outcome, StrategyError)]
     for label, verdict in failures:
         console.print(f"[red]failed[/] {label}: {verdict}")
     return 1 if failures else 0
@@ -184,14 +224,12 @@ def dry_run_error(stderr: str) -> str:
 def cmd_submit(args) -> int:
     sub = load_submission(args.entry)
     tags = {"submission": sub.name, "submission_sha256": sub.content_sha256(), "track": sub.track}
-    failures = 0
+    jobs = jobs_of(args)
+    runs = []
     for spec in sub.run_specs(args.workload, args.seeds):
         spec.tags, spec.executor = tags, args.executor
-        try:
-            run_with_progress(spec, label=f"{sub.name} seed {spec.seed}")
-        except StrategyError as exc:  # recorded in MLflow as failed; the other seeds go on
-            console.print(f"[red]{sub.name} seed {spec.seed} failed:[/] {exc}")
-            failures += 1
+        runs.append((spec, f"{sub.name} seed {spec.seed}"))
+    failures = sum(isinstance(outcome, StrategyError) for outcome in run_all(runs, jobs))
     console.print(f"recorded in MLflow with tags replaybench.submission={sub.name}, track {sub.track}; "
                   f"see `replaybench leaderboard --workload {args.workload}`")
     return 1 if failures else 0

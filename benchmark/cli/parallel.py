@@ -1,0 +1,167 @@
+"""Runs side by side (`--jobs N`): each in a worker process of its own, all recording in one MLflow store, with
+one progress row per run; and the progress bar that one run in this process shows.
+
+Workers come from a ProcessPoolExecutor with the "spawn" start method: a forked child would inherit torch's
+thread pools and locks held by other threads of this process. A worker runs one run after another, as this
+process does with --jobs 1 (each run sets its own thread count and seeds); keeping the workers (no
+max_tasks_per_child) means they are all spawned at the start, where Ctrl-C can be kept from them (see _submit).
+Pickling carries the run specs in and the summaries and errors (StrategyError, RunError, ...) back, so the caller
+sees what --jobs 1 would raise.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import queue
+import signal
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from benchmark.cli.options import console, quiet_libraries
+from benchmark.engine.executor import executor_class
+from benchmark.runner import RunSpec, run
+from benchmark.strategy import StrategyError
+from benchmark.tracking import prepare_store
+
+POLL_SECONDS = 0.25  # how often the parent redraws the rows
+
+
+def default_jobs() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def progress_bar() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"),
+                    TimeElapsedColumn(), console=console, transient=False)
+
+
+def progress_status(compute_used: float, budget: float, trainer_step: int, accuracy: float) -> str:
+    return f"{compute_used / budget:4.0%} of budget  step {trainer_step}  acc {accuracy:.3f}"
+
+
+def last_accuracy(executor) -> float:
+    return executor.eval_history[-1]["accuracy"] if executor.eval_history else math.nan
+
+
+# ---- in each worker ---------------------------------------------------------------------------------
+_updates = None  # the parent's queue of (run index, compute used, trainer step, accuracy)
+_stop = None  # set by the parent (Ctrl-C, or another run's error): runs stop at their next progress report
+
+
+def _start_worker(updates, stop) -> None:
+    global _updates, _stop
+    _updates, _stop = updates, stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle, through `stop`
+    # a worker's exit must not wait for the parent to read its last progress reports
+    updates.cancel_join_thread()
+    quiet_libraries()
+
+
+def _run_in_worker(index: int, spec: RunSpec) -> dict:
+    def progress(executor):
+        if _stop.is_set():
+            raise KeyboardInterrupt  # as an interrupt in process would: the run stays resumable, not failed
+        _updates.put((index, executor.compute_used, executor.trainer_step, last_accuracy(executor)))
+
+    _updates.put((index, 0.0, 0, math.nan))  # started: its row appears
+    return run(spec, progress=progress)
+
+
+# ---- in the parent ----------------------------------------------------------------------------------
+def run_parallel(runs: list[tuple[RunSpec, str]], jobs: int) -> list[dict | StrategyError]:
+    """Each run's summary, or the StrategyError it failed with, in the order of `runs` (spec, label). Any other
+    error stops every run and is raised (the first in that order), as is Ctrl-C."""
+    for workload_name, experiment in dict.fromkeys(
+            (spec.workload.name, executor_class(spec.executor).experiment(spec.workload.name)) for spec, _ in runs):
+        prepare_store(workload_name, experiment)
+    context = multiprocessing.get_context("spawn")
+    updates, stop = context.Queue(), context.Event()
+    outcomes: dict[int, dict | StrategyError] = {}
+    errors: dict[int, BaseException] = {}
+    with progress_bar() as bar, ProcessPoolExecutor(min(jobs, len(runs)), mp_context=context,
+                                                    initializer=_start_worker, initargs=(updates, stop)) as pool:
+        rows = RunRows(bar, runs)
+        futures = _submit(pool, runs)
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+                rows.read(updates)
+                for future in done:
+                    index = futures[future]
+                    if future.cancelled():
+                        continue
+                    try:
+                        outcomes[index] = future.result()
+                        rows.finished(index, outcomes[index])
+                    except StrategyError as exc:  # recorded in MLflow as failed; the other runs go on
+                        outcomes[index] = exc
+                        rows.failed(index, "failed")
+                    except KeyboardInterrupt:  # stopped after another run's error
+                        rows.failed(index, "stopped")
+                    except Exception as exc:
+                        errors[index] = exc
+                        rows.failed(index, "error")
+                        _stop_all(stop, futures)
+        except KeyboardInterrupt:
+            _stop_all(stop, futures)  # leaving the pool waits for the runs to stop
+            raise
+    if errors:
+        raise errors[min(errors)]
+    return [outcomes[i] for i in range(len(runs))]
+
+
+def _submit(pool: ProcessPoolExecutor, runs: list[tuple[RunSpec, str]]) -> dict:
+    # submit() spawns the workers; spawned while SIGINT is ignored, they ignore it from birth (Python keeps an
+    # inherited SIG_IGN), so a Ctrl-C in the terminal, sent to every process of the group, reaches this one only
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return {pool.submit(_run_in_worker, index, spec): index for index, (spec, _) in enumerate(runs)}
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stop_all(stop, futures: dict) -> None:
+    stop.set()
+    for future in futures:
+        future.cancel()  # those not started yet
+
+
+class RunRows:
+    """One progress row per run, added when the run starts; a finished run's row keeps its final state."""
+
+    def __init__(self, bar: Progress, runs: list[tuple[RunSpec, str]]):
+        self.bar, self.runs = bar, runs
+        self.rows: dict[int, int] = {}  # run index -> the bar's task id
+        self.done: set[int] = set()
+
+    def row(self, index: int) -> int:
+        if index not in self.rows:
+            self.rows[index] = self.bar.add_task(self.runs[index][1], total=self.runs[index][0].workload.budget,
+                                                 status="")
+        return self.rows[index]
+
+    def read(self, updates) -> None:
+        while True:
+            try:
+                index, compute_used, trainer_step, accuracy = updates.get_nowait()
+            except queue.Empty:
+                return
+            if index not in self.done:  # a report can arrive after its run's result
+                self.show(index, compute_used, trainer_step, accuracy)
+
+    def show(self, index: int, compute_used: float, trainer_step: int, accuracy: float) -> None:
+        budget = self.runs[index][0].workload.budget
+        self.bar.update(self.row(index), completed=min(compute_used, budget),
+                        status=progress_status(compute_used, budget, trainer_step, accuracy))
+
+    def finished(self, index: int, summary: dict) -> None:
+        self.show(index, summary["compute_used"], summary["trainer_steps"], summary["final"]["accuracy"])
+        self.done.add(index)
+
+    def failed(self, index: int, what: str) -> None:
+        self.bar.update(self.row(index), status=f"[red]{what}[/]")
+        self.done.add(index)

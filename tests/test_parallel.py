@@ -1,0 +1,89 @@
+"""Runs side by side (`--jobs N`): one MLflow store written by several processes at once, the same results as one
+run after another, and Ctrl-C."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import small_overrides, small_workload
+from test_runner import FIFO, comparable, metric_histories
+
+from benchmark.cli import main
+from benchmark.cli.parallel import run_parallel
+from benchmark.runner import RunSpec
+from benchmark.strategy import StrategyError
+from benchmark.tracking import client, find_runs
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = {"budget": 20_000, "eval.every": 10_000, "eval.num_problems": 10, "eval.pass_k_problems": 0}
+
+
+def test_baselines_with_two_jobs_records_what_one_job_records(tiny_checkpoint, isolated_runs, tmp_path, monkeypatch,
+                                                              capsys):
+    import benchmark.leaderboard.targets
+
+    monkeypatch.setattr(benchmark.leaderboard.targets, "TARGETS_DIR", tmp_path / "targets")  # no ranking to print
+    sets = [f"--set={k}={v}" for k, v in small_overrides(tiny_checkpoint, **TINY).items()]
+    for jobs in ("1", "2"):
+        assert main(["baselines", "--seeds", "0", "--jobs", jobs, *sets]) == 0
+    err = capsys.readouterr().err
+    assert "on_policy (6,2) seed 0" in err and "fifo_uniform (5,3) seed 0" in err  # a row for each run
+
+    by_run = {}
+    for r in find_runs("arith-tiny"):
+        path = client().download_artifacts(r.info.run_id, "summary.json", str(tmp_path / r.info.run_id))
+        summary = json.loads(Path(path).read_text())
+        key = (r.data.tags["replaybench.strategy"], r.data.tags["replaybench.seed"])
+        by_run.setdefault(key, []).append((comparable(summary), metric_histories(r.info.run_id)))
+    assert sorted(by_run) == [("fifo_uniform", "0"), ("on_policy", "0")]
+    for key, ((summary_a, metrics_a), (summary_b, metrics_b)) in by_run.items():
+        assert summary_a["trainer_steps"] > 0
+        assert summary_a == summary_b, key
+        assert metrics_a == metrics_b, key
+
+
+def test_a_failing_strategy_is_its_runs_outcome_and_the_other_run_goes_on(tiny_checkpoint, isolated_runs):
+    workload = small_workload(tiny_checkpoint, **TINY)
+    runs = [(RunSpec(workload, REPO / "tests" / "hostile" / "garbage.py", {}, seed=0), "garbage"),
+            (RunSpec(workload, FIFO, {"buffer_size": 32}, seed=0), "fifo")]
+    failed, finished = run_parallel(runs, jobs=2)
+    assert isinstance(failed, StrategyError) and "garbage: sample() returned a int" in str(failed)
+    assert finished["strategy"] == "fifo_uniform" and finished["trainer_steps"] > 0
+    assert sorted(r.data.tags["replaybench.status"][:7] for r in find_runs("arith-tiny")) == ["failed:", "finishe"]
+
+
+def test_a_user_error_in_a_worker_is_one_message_and_exit_2(tiny_checkpoint, isolated_runs, capsys):
+    sets = [f"--set={k}={v}" for k, v in small_overrides(tiny_checkpoint, **TINY).items()]
+    assert main(["baselines", "--seeds", "0", "--jobs", "2", *sets, "--budget", "5"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "error: the budget (5 units) ended before the first trainer step" in err and "raise --budget" in err
+    assert "Traceback" not in err and err.count("error:") == 1
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_run_and_exits_cleanly(tiny_checkpoint, isolated_runs):
+    sets = [f"--set={k}={v}" for k, v in small_overrides(tiny_checkpoint, **{**TINY, "budget": 20_000_000}).items()]
+    command = [sys.executable, "-m", "benchmark.cli", "baselines", "--seeds", "0", "--jobs", "2", *sets]
+    # a session of its own: the test signals its whole process group, as a terminal's Ctrl-C does
+    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while len(list(isolated_runs.glob("checkpoints/*/run.json"))) < 2 and proc.poll() is None:
+            assert time.time() < deadline, "the runs did not start"
+            time.sleep(0.2)
+        time.sleep(1)  # both are training
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-3000:]
+    assert "interrupted" in err and "Traceback" not in err
+    runs = find_runs("arith-tiny")
+    assert len(runs) == 2 and {r.data.tags["replaybench.status"] for r in runs} == {"running"}  # not failed

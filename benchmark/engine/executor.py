@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pickle
 import statistics
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from benchmark.engine.costs import CostModel, eval_points
 from benchmark.engine.ledger import StrategySpec
 
 Metric = tuple[str, float, int]  # (name, value, trainer step)
+WEIGHT_KEYS = ("model", "optimizer", "engine")  # the parts of an executor's state that hold tensors
 EXECUTORS = {"sim": "benchmark.engine.pipeline:Pipeline", "ray": "benchmark.engine.ray.driver:RayPipeline"}
 
 
@@ -170,10 +172,15 @@ class Executor(ABC):
         }
 
     def save(self, path: Path) -> None:
-        """Atomic: a kill during the write leaves the previous checkpoint intact."""
+        """Atomic: a kill during the write leaves the previous checkpoint intact. The state's weights go to
+        torch's format; its Python objects (events, rollouts) are pickled in one piece, which is many times
+        faster than torch.save's hook on every object once a run holds tens of thousands of rollouts."""
+        state = self.state_dict()
+        weights = {k: state.pop(k) for k in WEIGHT_KEYS if k in state}
         tmp = path.with_suffix(".tmp")
-        torch.save(self.state_dict(), tmp)
+        torch.save({"weights": weights, "objects": pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)}, tmp)
         os.replace(tmp, path)
 
     def load(self, path: Path) -> None:
-        self.load_state_dict(torch.load(path, weights_only=False))
+        saved = torch.load(path, weights_only=False)  # the engine's own file, never an entry's
+        self.load_state_dict({**pickle.loads(saved["objects"]), **saved["weights"]})

@@ -320,3 +320,30 @@ def test_importing_the_package_loads_neither_mlflow_nor_matplotlib():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parent.parent).stdout
     assert out.strip() == "[]"
+
+
+def test_an_open_track_entry_may_choose_its_loss_and_clip_range_and_is_ranked():
+    def with_choices(rec, track, **settings):
+        workload = load_workload(WORKLOAD, {"pipeline.workers": 5, "pipeline.trainers": 3, **settings})
+        rec.summary["config"]["workload"] = workload.to_dict()
+        rec.track = track
+        return rec
+
+    ref = [record("arith-tiny", "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
+    asymre = {"grpo.loss": "asymre", "grpo.eps_high": 0.28}
+    records = ref + [with_choices(record("arith-tiny", "fifo_uniform", s, reaching_at(4)), "open", **asymre)
+                     for s in range(4)]
+    records += [with_choices(record("arith-tiny", "fifo_uniform", s, reaching_at(4)), "buffer", **asymre)
+                for s in range(4, 8)]
+    records += [with_choices(record("arith-tiny", "fifo_uniform", s, reaching_at(6)), "open") for s in range(8, 12)]
+    results = build_results(records, {"arith-tiny": frozen(ref, 8 * EVERY)}, resamples=200)
+    fifo = [e for e in results["entries"] if e["strategy"] == "fifo_uniform"]
+    assert len(fifo) == 2  # the open-track choices make an entry of their own
+    chosen = next(e for e in fifo if e["open_track"])
+    assert chosen["open_track"] == {"grpo.eps_high": 0.28, "grpo.loss": "asymre"}
+    assert chosen["label"].endswith("(eps_high 0.28, loss asymre)")
+    assert chosen["score"]["speedup_geomean"] == 2.0 and chosen["rank"] == 1
+    # on the buffer track the same choices are non-compliant
+    buffer_runs = {x["seed"]: x["reason"] for x in results["excluded_runs"] if x["track"] == "buffer"}
+    assert sorted(buffer_runs) == [4, 5, 6, 7]
+    assert all(r.startswith("non-compliant") and "grpo.eps_high" in r for r in buffer_runs.values())

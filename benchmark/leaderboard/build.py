@@ -14,7 +14,13 @@ import numpy as np
 
 from benchmark import tracking
 from benchmark.leaderboard import LeaderboardError, scoring
-from benchmark.leaderboard.compliance import compliance_problem, dedupe_seeds, digest, exclusion_reason
+from benchmark.leaderboard.compliance import (
+    compliance_problem,
+    dedupe_seeds,
+    digest,
+    exclusion_reason,
+    open_track_choices,
+)
 from benchmark.leaderboard.files import json_values, plain_values, write_atomic
 from benchmark.leaderboard.page import render_html
 from benchmark.leaderboard.render import render_markdown
@@ -26,11 +32,14 @@ from benchmark.tracking import code_version, experiment_name
 SCHEMA = "replaybench-leaderboard/2"  # 2: per-seed curves, replay ratio, off-policiness
 
 
-def _entry_identity(summary: dict) -> tuple[str, dict]:
+def _entry_identity(summary: dict, official: dict) -> tuple[str, dict]:
     strat = summary["config"]["strategy"]
     pipe = summary["config"]["workload"]["pipeline"]
     ident = {"strategy": strat["name"], "sha256": strat.get("sha256"), "params": strat.get("params", {}),
              "workers": pipe["workers"], "trainers": pipe["trainers"]}
+    choices = open_track_choices(summary["config"]["workload"], official)
+    if choices:  # only then: the keys of entries that make no such choice stay as they were
+        ident["open_track"] = choices
     return f"{strat['name']}@{digest(ident)[:8]}", ident
 
 
@@ -77,7 +86,7 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
             exclude(rec, reason)
             failed_groups.setdefault((rec.strategy, rec.group), []).append(rec)
             continue
-        key, ident = _entry_identity(rec.summary)
+        key, ident = _entry_identity(rec.summary, targets[rec.workload]["workload_config"])
         entry = by_entry.setdefault(key, {"identity": ident, "runs": {}, "groups": {}})
         entry["runs"].setdefault(rec.workload, []).append(rec)
         entry["groups"][rec.workload] = rec.group
@@ -130,6 +139,8 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
     for i, (key, entry, per_w) in enumerate(ranked):
         ident = entry["identity"]
         label = ident["strategy"] if names.count(ident["strategy"]) == 1 else key
+        if ident.get("open_track"):
+            label += " (" + ", ".join(f"{k.split('.')[-1]} {v}" for k, v in ident["open_track"].items()) + ")"
         flags = []
         for w in workloads:
             if per_w[w].n_seeds < scoring.MIN_SEEDS:
@@ -144,7 +155,8 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
         entries.append({
             "rank": point[i], "rank_interval": list(intervals[i]), "band": bands[i], "key": key, "label": label,
             "strategy": ident["strategy"], "strategy_sha256": ident["sha256"], "params": ident["params"],
-            "workers": ident["workers"], "trainers": ident["trainers"], "reference": is_ref,
+            "workers": ident["workers"], "trainers": ident["trainers"], "open_track": ident.get("open_track", {}),
+            "reference": is_ref,
             "score": {"speedup_geomean": scores[i], "ci95": list(scoring.interval(boot[:, i]))},
             "performance_profile": profile[key], "flags": flags,
             "workloads": {w: _workload_record(entry["groups"][w], per_w[w], entry["runs"][w], targets[w]["budget"])

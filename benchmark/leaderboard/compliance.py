@@ -13,6 +13,8 @@ ENTRY_FIELDS = ("pipeline.workers", "pipeline.trainers")  # workload fields an e
 # How the trainer fits its batch in memory: the same update up to float rounding, so a run may set them
 # for its hardware and stay compliant.
 MEMORY_FIELDS = ("grpo.micro_batch_size", "grpo.gradient_checkpointing")
+# What an open-track entry may choose besides its strategy: the loss and the clip range (RLEP's eps_high 0.28).
+OPEN_TRACK_FIELDS = ("grpo.loss", "grpo.asymre_delta", "grpo.eps_low", "grpo.eps_high")
 
 
 def canonical_workload(config: dict) -> dict:
@@ -21,15 +23,21 @@ def canonical_workload(config: dict) -> dict:
     return json.loads(json.dumps(flat, sort_keys=True, default=str))  # as stored in JSON: tuples -> lists
 
 
-def differing_settings(run: dict, official: dict) -> list[str]:
+def differing_settings(run: dict, official: dict, exempt: tuple[str, ...] = ()) -> list[str]:
     """Keys whose values differ. A key the run lacks is a field added to the workload after the run,
     whose default keeps the old behaviour (the rule for adding fields), so it does not count; a key the
     official config lacks (a field added after the target was frozen) counts unless the run holds its default.
-    MEMORY_FIELDS never count."""
+    MEMORY_FIELDS never count, nor the `exempt` ones."""
     from benchmark.workload import Workload
 
     defaults = canonical_workload(Workload(name="", task="").to_dict())
-    return sorted(k for k in run if k not in MEMORY_FIELDS and run[k] != official.get(k, defaults.get(k)))
+    return sorted(k for k in run if k not in MEMORY_FIELDS + exempt and run[k] != official.get(k, defaults.get(k)))
+
+
+def open_track_choices(run_workload: dict, official: dict) -> dict:
+    """The open-track fields a run sets other than the official settings: part of what makes its entry."""
+    canonical = canonical_workload(run_workload)
+    return {k: canonical[k] for k in differing_settings(canonical, official) if k in OPEN_TRACK_FIELDS}
 
 
 def digest(obj) -> str:
@@ -65,7 +73,7 @@ def compliance_problem(rec: RunRecord, target: dict) -> str | None:
         s["eval_curve"]
     except (KeyError, TypeError) as exc:
         return f"non-compliant: summary.json lacks {exc}"
-    keys = differing_settings(canonical, target["workload_config"])
+    keys = differing_settings(canonical, target["workload_config"], OPEN_TRACK_FIELDS if rec.track == "open" else ())
     if keys:
         shown = ", ".join(f"{k}={canonical.get(k)!r} (official {target['workload_config'].get(k)!r})"
                           for k in keys[:3])

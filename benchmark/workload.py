@@ -110,7 +110,9 @@ class Workload:
     version: str = "1"
     description: str = ""
     budget: float = 1_000_000.0  # compute units
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3])
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3])  # the seeds every entry is scored over
+    # the reference's held-out seeds, whose runs set the target and are never scored (empty: the scored seeds)
+    target_seeds: list[int] = field(default_factory=list)
     strategy_defaults: dict = field(default_factory=dict)  # per-workload strategy hyperparameters
     data_path: dict = field(default_factory=dict)  # task name -> local data (a path, or {split: path}); see tasks.py
     max_new_tokens: int = 0  # generation limit for training and evaluation; 0 = each task's max_gen_toks
@@ -143,6 +145,8 @@ class Workload:
         if not isinstance(g.micro_batch_size, int) or g.micro_batch_size < 0:
             problems.append(f"grpo.micro_batch_size must be an integer >= 0 (0 = the whole batch), "
                             f"not {g.micro_batch_size!r}")
+        if set(self.seeds) & set(self.target_seeds):
+            problems.append("target_seeds must be apart from seeds: the runs that set the target are never scored")
         lim = self.limits
         if min(lim.strategy_seconds, lim.call_seconds, lim.memory_mb, lim.reply_mb) <= 0:
             problems.append("limits.strategy_seconds, call_seconds, memory_mb and reply_mb must be positive")

@@ -17,6 +17,13 @@ def curve(*accs, every=250.0):
             for i, a in enumerate(accs)]
 
 
+def score(runs, target, reference_ctt, seeds=None, resamples=scoring.BOOTSTRAP_RESAMPLES):
+    """score_workload over the runs' own seeds (or `seeds`), with the paired draws of a workload "w"."""
+    seeds = sorted({r.seed for r in runs}) if seeds is None else seeds
+    return scoring.score_workload(runs, seeds, target, BUDGET, reference_ctt,
+                                  scoring.seed_draws("w", len(seeds), resamples))
+
+
 def test_compute_to_target_first_scheduled_eval_at_or_above():
     c = curve(0.1, 0.3, 0.5, 0.4, 0.6)
     assert scoring.compute_to_target(c, 0.5, BUDGET) == 500.0  # >=, the first one
@@ -60,18 +67,31 @@ def test_medians_quartiles_and_infinity():
     assert scoring.summarise([inf, inf, inf, inf])["iqr"] is None
 
 
-def test_reference_target_and_speedup_exactly_one():
+def test_reference_target_from_the_maximum_of_the_median_curve():
     curves = [curve(0.1, 0.3, 0.5, 0.6, 0.6), curve(0.1, 0.2, 0.4, 0.5, 0.62),
               curve(0.1, 0.4, 0.55, 0.58, 0.59), curve(0.1, 0.1, 0.3, 0.45, 0.52)]
     ref = scoring.reference_target(curves, BUDGET)
-    assert ref["median_best_accuracy"] == pytest.approx((0.59 + 0.6) / 2)
+    # median curve: 0.1, 0.25, 0.45, 0.54, 0.595; its maximum, not the median of per-seed maxima (0.595 too
+    # here), sets the target
+    assert ref["median_best_accuracy"] == pytest.approx(0.595)
     assert ref["target_accuracy"] == pytest.approx(0.98 * 0.595)  # 0.5831
     assert ref["compute_to_target"] == [750.0, 1000.0, 1000.0, math.inf]
     assert ref["reference_compute_to_target"] == 1000.0
     runs = [SeedResult(f"r{i}", i, c) for i, c in enumerate(curves)]
-    s = scoring.score_workload(runs, ref["target_accuracy"], BUDGET, ref["reference_compute_to_target"], "ref")
-    assert s.speedup["median"] == 1.0 and s.capped_speedup == 1.0  # exactly, by construction
-    assert scoring.geometric_mean([s.capped_speedup] * 3) == 1.0
+    s = score(runs, ref["target_accuracy"], ref["reference_compute_to_target"])
+    assert s.reached and s.speedup["median"] == 1.0  # the same runs: exactly 1, by construction
+
+
+def test_best_accuracy_is_the_maximum_of_the_median_curve_not_the_median_of_maxima():
+    # noisy seeds that each spike once, at different evaluations: every per-seed maximum is 0.8, yet the
+    # median curve never exceeds 0.5
+    curves = [curve(0.5, 0.8, 0.5, 0.5, 0.5), curve(0.5, 0.5, 0.8, 0.5, 0.5), curve(0.5, 0.5, 0.5, 0.8, 0.5),
+              curve(0.5, 0.5, 0.5, 0.5, 0.8)]
+    s = score([SeedResult(f"r{i}", i, c) for i, c in enumerate(curves)], 0.9, 500.0)
+    assert s.best_accuracy["median"] == 0.5 and s.best_accuracy["compute"] == 0.0
+    assert s.best_accuracy["q1"] == s.best_accuracy["q3"] == 0.5 and s.best_accuracy["iqr"] == 0.0
+    assert all(r["best_accuracy"] == 0.8 for r in s.per_run.values())  # per run, its own maximum
+    assert s.pass_at_k_at_best == {"pass_at_1": 0.5, "pass_at_4": 1.0}
 
 
 @pytest.mark.parametrize("seed_ctts", [[100.0, 250.0, 400.0, 900.0], [120.0, 120.0, 500.0], [333.0, 777.0]])
@@ -79,27 +99,38 @@ def test_reference_speedup_is_one_for_any_seed_values(seed_ctts):
     ref = scoring.median_low(seed_ctts)
     runs = [SeedResult(f"r{i}", i, [{"compute": 0.0, "accuracy": 0.0},
                                      {"compute": c, "accuracy": 1.0}]) for i, c in enumerate(seed_ctts)]
-    s = scoring.score_workload(runs, 0.5, BUDGET, ref, "ref")
-    assert s.speedup["median"] == 1.0
+    assert score(runs, 0.5, ref).speedup["median"] == 1.0
 
 
 def test_speedup_median_equals_median_of_per_seed_speedups():
     ctts = [200.0, 400.0, 500.0, math.inf]
     runs = [SeedResult(f"r{i}", i, [{"compute": 0.0, "accuracy": 0.0}] +
                        ([{"compute": c, "accuracy": 1.0}] if math.isfinite(c) else [])) for i, c in enumerate(ctts)]
-    s = scoring.score_workload(runs, 0.5, BUDGET, 800.0, "e")
+    s = score(runs, 0.5, 800.0)
     per_seed = sorted(v["speedup"] for v in s.per_run.values())
     assert per_seed == [0.0, 1.6, 2.0, 4.0]  # inf -> speedup 0, still counted
     assert s.speedup["median"] == 2.0 == per_seed[len(per_seed) // 2]  # upper median of per-seed speedups
-    assert s.compute_to_target["median"] == 400.0
+    assert s.compute_to_target["median"] == 400.0 and s.reached
 
 
-def test_never_reaching_is_zero_speedup_but_capped_is_finite():
-    runs = [SeedResult(f"r{i}", i, curve(0.1, 0.1, 0.1, 0.1, 0.1)) for i in range(4)]
-    s = scoring.score_workload(runs, 0.5, BUDGET, 500.0, "never")
-    assert s.compute_to_target["median"] == math.inf
+def test_never_reaching_has_no_speedup_and_is_ordered_by_best_accuracy():
+    runs = [SeedResult(f"r{i}", i, curve(0.1, 0.1, 0.2, 0.4, 0.4)) for i in range(4)]
+    s = score(runs, 0.5, 500.0)
+    assert s.compute_to_target["median"] == math.inf and not s.reached
     assert s.speedup["median"] == 0.0 and s.speedup["ci95"] == [0.0, 0.0]
-    assert s.capped_speedup == pytest.approx(500.0 / 1001.0)  # AlgoPerf: budget + 1
+    assert s.relative_best == pytest.approx(0.4 / 0.5)
+
+
+def test_a_missing_seed_counts_as_a_failure():
+    runs = [SeedResult(f"r{i}", i, curve(0.1, 0.6, 0.6, 0.6, 0.6)) for i in range(2)]
+    s = score(runs, 0.5, 500.0, seeds=[0, 1, 2, 3])
+    # 2 of 4 reach it at 250 (the lower median is finite): reached; the missing seeds are failures, not ignored
+    assert s.reached and s.compute_to_target["median"] == 250.0 and s.missing_seeds == [2, 3]
+    assert s.compute_to_target["q3"] == math.inf
+    # the median curve over 4 seeds, two of them 0 everywhere: (0.6 + 0) / 2
+    assert s.best_accuracy["median"] == pytest.approx(0.3)
+    one = score(runs[:1], 0.5, 500.0, seeds=[0, 1, 2, 3])
+    assert not one.reached and one.missing_seeds == [1, 2, 3]
 
 
 @pytest.mark.parametrize(("values", "geomean"), [([4.0, 1.0], 2.0), ([0.5, 2.0], 1.0), ([1.0, 2.0, 4.0], 2.0),
@@ -110,21 +141,52 @@ def test_geometric_mean_over_workloads(values, geomean):
     assert math.isnan(scoring.geometric_mean([]))
 
 
-def test_bootstrap_is_reproducible_and_brackets_the_median():
+def test_paired_draws_are_reproducible_and_shared_by_every_entry():
+    a, b = scoring.seed_draws("w", 5), scoring.seed_draws("w", 5)
+    assert np.array_equal(a, b) and not np.array_equal(a, scoring.seed_draws("v", 5))
+    assert a.shape == (scoring.BOOTSTRAP_RESAMPLES, 5) and a.min() == 0 and a.max() == 4
     ctts = [100.0, 150.0, 200.0, 300.0, 800.0]
-    a = scoring.bootstrap_lower_medians(ctts, scoring.stable_seed("x"))
-    b = scoring.bootstrap_lower_medians(ctts, scoring.stable_seed("x"))
-    c = scoring.bootstrap_lower_medians(ctts, scoring.stable_seed("y"))
-    assert np.array_equal(a, b) and not np.array_equal(a, c)
-    assert a.shape == (scoring.BOOTSTRAP_RESAMPLES,) and set(np.unique(a)) <= set(ctts)
-    lo, hi = scoring.interval(a)
-    assert lo <= 200.0 <= hi
     runs = [SeedResult(f"r{i}", i, [{"compute": 0.0, "accuracy": 0.0}, {"compute": c, "accuracy": 1.0}])
             for i, c in enumerate(ctts)]
-    s1 = scoring.score_workload(runs, 0.5, BUDGET, 200.0, "e")
-    s2 = scoring.score_workload(list(reversed(runs)), 0.5, BUDGET, 200.0, "e")
+    s1 = score(runs, 0.5, 200.0)
+    s2 = score(list(reversed(runs)), 0.5, 200.0)
     assert s1.speedup["ci95"] == s2.speedup["ci95"]
     assert s1.speedup["ci95"][0] <= 1.0 <= s1.speedup["ci95"][1]
+
+
+def test_the_paired_bootstrap_separates_consistent_differences_whose_spreads_overlap():
+    # seed k is easy or hard for everyone alike: per seed, "fast" reaches the target one evaluation before "slow",
+    # yet the spreads over seeds overlap widely (slow's best seed beats fast's worst)
+    every = 50.0
+    slow_k = [3, 6, 9, 12, 15, 18]
+
+    def run(name, seed, k):
+        return SeedResult(f"{name}{seed}", seed, [{"compute": i * every, "accuracy": 0.6 if i >= k else 0.1}
+                                                   for i in range(21)])
+
+    fast = score([run("f", s, k - 1) for s, k in enumerate(slow_k)], 0.5, 500.0)
+    slow = score([run("s", s, k) for s, k in enumerate(slow_k)], 0.5, 500.0)
+    assert fast.compute_to_target["q3"] > slow.compute_to_target["q1"]  # the spreads overlap
+    values = np.stack([fast.boot_speedup, slow.boot_speedup], axis=1)
+    point, intervals, bands = scoring.rank_with_confidence([fast.speedup["median"], slow.speedup["median"]], values)
+    assert point == [1, 2] and intervals == [(1, 1), (2, 2)] and bands == [1, 2]
+    # resampling each entry on its own draws (unpaired) cannot separate them
+    other = scoring.score_workload([run("s", s, k) for s, k in enumerate(slow_k)], list(range(6)), 0.5, BUDGET,
+                                   500.0, scoring.seed_draws("unpaired", 6))
+    unpaired = np.stack([fast.boot_speedup, other.boot_speedup], axis=1)
+    assert scoring.rank_with_confidence([fast.speedup["median"], slow.speedup["median"]], unpaired)[2] == [1, 1]
+
+
+def test_an_entry_that_reaches_the_target_ranks_above_every_one_that_does_not():
+    tiers, values = scoring.entry_scores(np.array([[True], [False], [True]]), np.array([[0.5], [0.0], [2.0]]),
+                                         np.array([[1.01], [0.99], [1.1]]))
+    assert tiers.tolist() == [1, 0, 1] and values.tolist() == pytest.approx([0.5, 0.99, 2.0])
+    # a slow entry that reaches it (speedup 0.5) beats one that never does, whatever their numbers
+    assert scoring.competition_ranks(values, tiers).tolist() == [2, 3, 1]
+    # across workloads: reaching it on more workloads ranks first
+    tiers, values = scoring.entry_scores(np.array([[True, True], [True, False]]),
+                                         np.array([[0.25, 0.25], [9.0, 0.0]]), np.array([[1.0, 1.0], [1.0, 0.9]]))
+    assert tiers.tolist() == [2, 1] and scoring.competition_ranks(values, tiers).tolist() == [1, 2]
 
 
 def test_performance_profile_against_hand_computation():
@@ -148,6 +210,7 @@ def test_performance_profile_against_hand_computation():
 
 def test_ranks_ties_and_bands():
     assert list(scoring.competition_ranks([2.0, 3.0, 2.0, 1.0])) == [2, 1, 2, 4]
+    assert list(scoring.competition_ranks([2.0, 3.0, 2.0, 1.0], [1, 0, 1, 1])) == [1, 4, 1, 3]
     boot = np.array([[2.0, 3.0, 2.0, 1.0], [3.0, 2.0, 2.0, 1.0]])
     assert scoring.competition_ranks(boot).tolist() == [[2, 1, 2, 4], [1, 2, 2, 4]]
     # intervals [1,2], [1,2], [3,3], [3,5], [5,5] -> bands 1, 1, 2, 2, 2 (4 overlaps 5 via [3,5])

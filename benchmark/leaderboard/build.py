@@ -29,7 +29,7 @@ from benchmark.leaderboard.targets import REFERENCE, TARGETS_DIR, available_targ
 from benchmark.paths import LEADERBOARD_DIR
 from benchmark.tracking import code_version, experiment_name
 
-SCHEMA = "replaybench-leaderboard/2"  # 2: per-seed curves, replay ratio, off-policiness
+SCHEMA = "replaybench-leaderboard/3"  # 2: per-seed curves, replay ratio, off-policiness; 3: rules v2
 
 
 def _entry_identity(summary: dict, official: dict) -> tuple[str, dict]:
@@ -43,10 +43,24 @@ def _entry_identity(summary: dict, official: dict) -> tuple[str, dict]:
     return f"{strat['name']}@{digest(ident)[:8]}", ident
 
 
+def scored_seeds(target: dict) -> list[int]:
+    """The seeds every entry is scored over: the workload's pinned seeds, as frozen with its target."""
+    return [int(x) for x in target["workload_config"]["seeds"]]
+
+
+def _seed_problem(rec: RunRecord, target: dict) -> str | None:
+    if rec.run_id in target["run_ids"] and rec.seed not in scored_seeds(target):
+        return f"held out: a reference run that sets the target (seed {rec.seed}), never scored"
+    if rec.seed not in scored_seeds(target):
+        return (f"not a scored seed: seed {rec.seed}, the workload scores seeds "
+                f"{', '.join(map(str, scored_seeds(target)))}")
+    return None
+
+
 def _workload_record(group: str, score: scoring.WorkloadScore, runs: list[RunRecord], budget: float) -> dict:
     """One entry's statistics on one workload, plus what the page plots: each seed's accuracy curve,
     replay ratio and mean off-policiness (from its summary.json) and the curves' median and IQR."""
-    out = {"group": group, **{k: v for k, v in dataclasses.asdict(score).items() if k != "boot_capped"}}
+    out = {"group": group, **{k: v for k, v in dataclasses.asdict(score).items() if not k.startswith("boot_")}}
     summaries = {r.run_id: r.summary for r in runs}
     for run_id, row in out["per_run"].items():
         s = summaries[run_id]
@@ -81,7 +95,8 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
         if rec.workload not in targets:
             unscored[rec.workload] = unscored.get(rec.workload, 0) + 1
             continue
-        reason = exclusion_reason(rec) or compliance_problem(rec, targets[rec.workload])
+        reason = exclusion_reason(rec) or compliance_problem(rec, targets[rec.workload]) or _seed_problem(
+            rec, targets[rec.workload])
         if reason:
             exclude(rec, reason)
             failed_groups.setdefault((rec.strategy, rec.group), []).append(rec)
@@ -98,6 +113,7 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
             for rec, reason in dropped:
                 exclude(rec, reason)
 
+    draws = {w: scoring.seed_draws(w, len(scored_seeds(targets[w])), resamples) for w in workloads}
     ranked, not_ranked = [], []
     for key, entry in sorted(by_entry.items()):
         missing = [w for w in workloads if w not in entry["runs"]]
@@ -109,10 +125,10 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
         per_w = {}
         for w in workloads:
             t = targets[w]
-            seeds = [scoring.SeedResult(r.run_id, r.seed if r.seed is not None else r.summary.get("seed"),
-                                        r.summary["eval_curve"], r.entropy) for r in entry["runs"][w]]
-            per_w[w] = scoring.score_workload(seeds, t["target_accuracy"], t["budget"],
-                                              t["reference_compute_to_target"], f"{key}\x1f{w}", resamples)
+            seeds = [scoring.SeedResult(r.run_id, r.seed, r.summary["eval_curve"], r.entropy)
+                     for r in entry["runs"][w]]
+            per_w[w] = scoring.score_workload(seeds, scored_seeds(t), t["target_accuracy"], t["budget"],
+                                              t["reference_compute_to_target"], draws[w])
         ranked.append((key, entry, per_w))
 
     used_groups = {g for e in by_entry.values() for g in e["groups"].values()}
@@ -123,16 +139,27 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
                                "reason": f"no usable run ({len(recs)} excluded): " + "; ".join(reasons)[:500],
                                "run_ids": sorted(r.run_id for r in recs)})
 
-    scores = [scoring.geometric_mean(pw[w].capped_speedup for w in workloads) for _, _, pw in ranked]
-    if ranked:
-        logs = np.stack([np.stack([np.log(pw[w].boot_capped) for w in workloads]).mean(axis=0)
-                         for _, _, pw in ranked], axis=1)
-        boot = np.exp(logs)  # (resamples, entries)
-    else:
-        boot = np.zeros((resamples, 0))
+    def per_workload(attr):  # (entries, workloads)
+        return np.array([[getattr(pw[w], attr) for w in workloads] for _, _, pw in ranked]).reshape(
+            len(ranked), len(workloads))
+
+    def boot_per_workload(attr):  # (resamples, entries, workloads)
+        return np.stack([np.stack([getattr(pw[w], attr) for w in workloads], axis=-1) for _, _, pw in ranked],
+                        axis=1) if ranked else np.zeros((resamples, 0, len(workloads)))
+
+    tiers, values = scoring.entry_scores(
+        per_workload("reached").astype(bool),
+        np.array([[pw[w].speedup["median"] for w in workloads] for _, _, pw in ranked]).reshape(
+            len(ranked), len(workloads)),
+        per_workload("relative_best"))
+    boot_best = boot_per_workload("boot_relative_best")
+    boot_tiers, boot_values = scoring.entry_scores(boot_per_workload("boot_reached"),
+                                                   boot_per_workload("boot_speedup"), boot_best)
+    boot_geomean_speedup = np.where(boot_tiers == len(workloads), boot_values, 0.0)  # (resamples, entries)
+    boot_geomean_best = np.exp(np.log(np.maximum(boot_best, 1e-12)).mean(axis=-1))
     profile = scoring.performance_profile_scores(
         {key: {w: pw[w].compute_to_target["median"] for w in workloads} for key, _, pw in ranked}, workloads)
-    point, intervals, bands = scoring.rank_with_confidence(scores, boot)
+    point, intervals, bands = scoring.rank_with_confidence(values, boot_values, tiers, boot_tiers)
 
     names = [e["identity"]["strategy"] for _, e, _ in ranked]
     entries = []
@@ -143,8 +170,9 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
             label += " (" + ", ".join(f"{k.split('.')[-1]} {v}" for k, v in ident["open_track"].items()) + ")"
         flags = []
         for w in workloads:
-            if per_w[w].n_seeds < scoring.MIN_SEEDS:
-                flags.append(f"{per_w[w].n_seeds} seeds on {w} (< {scoring.MIN_SEEDS})")
+            if per_w[w].missing_seeds:
+                flags.append(f"no counting run of seed{'s' if len(per_w[w].missing_seeds) > 1 else ''} "
+                             f"{', '.join(map(str, per_w[w].missing_seeds))} on {w}: counted as failed")
         n_excl = sum(1 for x in excluded if x["group"] in entry["groups"].values())
         if n_excl:
             flags.append(f"{n_excl} run(s) excluded, see below")
@@ -157,7 +185,11 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
             "strategy": ident["strategy"], "strategy_sha256": ident["sha256"], "params": ident["params"],
             "workers": ident["workers"], "trainers": ident["trainers"], "open_track": ident.get("open_track", {}),
             "reference": is_ref,
-            "score": {"speedup_geomean": scores[i], "ci95": list(scoring.interval(boot[:, i]))},
+            "score": {"reached": int(tiers[i]) == len(workloads), "workloads_reached": int(tiers[i]),
+                      "speedup_geomean": float(values[i]) if int(tiers[i]) == len(workloads) else None,
+                      "ci95": list(scoring.interval(boot_geomean_speedup[:, i])),
+                      "best_vs_target": scoring.geometric_mean(per_w[w].relative_best for w in workloads),
+                      "best_vs_target_ci95": list(scoring.interval(boot_geomean_best[:, i]))},
             "performance_profile": profile[key], "flags": flags,
             "workloads": {w: _workload_record(entry["groups"][w], per_w[w], entry["runs"][w], targets[w]["budget"])
                           for w in workloads},
@@ -171,12 +203,15 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
         "code_version": code_version(),
         "mlflow": {"tracking_uri": tracking_uri, "experiments": [experiment_name(w) for w in workloads]},
         "track": track,
-        "rules": {"reference": REFERENCE, "target_fraction": scoring.TARGET_FRACTION, "min_seeds": scoring.MIN_SEEDS,
-                  "tau_max": scoring.TAU_MAX, "bootstrap_resamples": resamples,
+        "rules": {"version": scoring.RULES_VERSION, "reference": REFERENCE,
+                  "target_fraction": scoring.TARGET_FRACTION, "tau_max": scoring.TAU_MAX,
+                  "bootstrap": "paired over the workload's scored seeds", "bootstrap_resamples": resamples,
                   "bootstrap_seed": scoring.BOOTSTRAP_SEED, "interval": scoring.INTERVAL,
-                  "never_reached_cap": "budget + 1", "compute_to_target_median": "lower median",
+                  "compute_to_target_median": "lower median", "missing_seed": "a failure",
+                  "not_reached": "ranked below every entry that reaches the target, by best accuracy / target",
+                  "best_accuracy": "maximum of the median curve over seeds",
                   "readme": "leaderboard/README.md"},
-        "workloads": {w: {"version": t["workload_version"], "budget": t["budget"],
+        "workloads": {w: {"version": t["workload_version"], "budget": t["budget"], "scored_seeds": scored_seeds(t),
                           "target_accuracy": t["target_accuracy"],
                           "reference_compute_to_target": t["reference_compute_to_target"],
                           "reference_run_ids": t["run_ids"], "target_created": t["created"],

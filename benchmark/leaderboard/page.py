@@ -36,17 +36,24 @@ def _sort_value(x) -> str:
     return "NaN" if math.isnan(v) else "Infinity" if math.isinf(v) else repr(v)
 
 
+def _score_order(score: dict) -> float:
+    """The score column sorts as the ranking does: every entry that reaches the target (speedup > 0) above
+    every entry that does not (best / target - 2 < 0, in their order)."""
+    return score["speedup_geomean"] if score["reached"] else score["best_vs_target"] - 2.0
+
+
 def _numeric_keys(e: dict, workloads: list[str]) -> dict:
     """Numeric sort keys of the table's columns, by header (columns not listed sort as text)."""
     keys = {"band": e["band"], "rank [95%]": e["rank"],
             "seeds": min(e["workloads"][w]["n_seeds"] for w in workloads),
-            "speedup (geo-mean) [95% CI]": e["score"]["speedup_geomean"],
+            "speedup (geo-mean) [95% CI]": _score_order(e["score"]),
             "perf. profile": e["performance_profile"]}
-    keys.update({f"speedup {w}": e["workloads"][w]["speedup"]["median"] for w in workloads})
+    keys.update({f"speedup {w}": e["workloads"][w]["speedup"]["median"] if e["workloads"][w]["reached"] else None
+                 for w in workloads})
     if len(workloads) == 1:
         d = e["workloads"][workloads[0]]
         keys.update({"compute-to-target (median [IQR])": d["compute_to_target"]["median"],
-                     "best acc (median ± IQR)": d["best_accuracy"]["median"], "AUC": d["auc"]["median"],
+                     "best acc (median curve [IQR])": d["best_accuracy"]["median"], "AUC": d["auc"]["median"],
                      "pass@k at best": max(d["pass_at_k_at_best"].values(), default=None),
                      "entropy": d["final_entropy"]})
     return keys
@@ -172,7 +179,9 @@ def render_html(results: dict) -> str:
              'Rules: <a href="README.md">README.md</a>.</p>',
              "<h2>Ranking</h2>",
              '<p class="note">speedup = the reference\'s compute-to-target / the entry\'s (median over seeds); '
-             "ranked by it; entries in one band are not separable at 95%. Click a column header to sort.</p>",
+             "ranked by it, and below every entry that reaches the target those whose median run does not, by "
+             "best accuracy / target. Entries in one band are not separable at 95% (paired bootstrap over seeds). "
+             "Click a column header to sort.</p>",
              f'<div class="scroll">{_ranking_table(results)}</div>']
     if len(workloads) > 1:
         parts.append('<p class="note">Plots per workload: ' + " · ".join(

@@ -22,6 +22,19 @@ def format_compute(x) -> str:
     return f"{x / 1e6:.2f}M" if abs(x) >= 1e6 else f"{x / 1e3:.0f}k" if abs(x) >= 1e3 else f"{x:.0f}"
 
 
+def format_score(score: dict) -> str:
+    """The primary score cell: the speedup with its interval, or "not reached" with best accuracy / target."""
+    if score["reached"]:
+        lo, hi = score["ci95"]
+        return f"{format_number(score['speedup_geomean'])} [{format_number(lo)}, {format_number(hi)}]"
+    lo, hi = score["best_vs_target_ci95"]
+    return f"not reached: best {score['best_vs_target']:.3f}× target [{lo:.3f}, {hi:.3f}]"
+
+
+def format_workload_speedup(record: dict) -> str:
+    return format_number(record["speedup"]["median"]) if record["reached"] else "not reached"
+
+
 def title(results: dict) -> str:
     ws = ", ".join(f"{w} v{d['version']} (target acc {d['target_accuracy']:.3f})"
                    for w, d in sorted(results["workloads"].items()))
@@ -34,7 +47,7 @@ def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     one = workloads[0] if len(workloads) == 1 else None
     header = ["band", "rank [95%]", "entry", "(W,T)", "seeds", "speedup (geo-mean) [95% CI]", "perf. profile"]
     if one:
-        header += ["compute-to-target (median [IQR])", "best acc (median ± IQR)", "AUC", "pass@k at best",
+        header += ["compute-to-target (median [IQR])", "best acc (median curve [IQR])", "AUC", "pass@k at best",
                    "entropy"]
     else:
         header += [f"speedup {w}" for w in workloads]
@@ -46,18 +59,18 @@ def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
         name = e["label"] + (" (reference)" if e["reference"] else "")
         row = [str(e["band"]), f"{e['rank']} [{lo}–{hi}]", name, f"({e['workers']},{e['trainers']})",
                "/".join(str(e["workloads"][w]["n_seeds"]) for w in workloads),
-               f"{format_number(s['speedup_geomean'])} [{format_number(s['ci95'][0])}, "
-               f"{format_number(s['ci95'][1])}]",
+               format_score(s),
                format_number(e["performance_profile"])]
         if one:
             d = e["workloads"][one]
             c = d["compute_to_target"]
             pk = ", ".join(f"{k.rsplit('_', 1)[1]}: {v:.3f}" for k, v in d["pass_at_k_at_best"].items())
             row += [f"{format_compute(c['median'])} [{format_compute(c['q1'])}, {format_compute(c['q3'])}]",
-                    f"{format_number(d['best_accuracy']['median'])} ± {format_number(d['best_accuracy']['iqr'])}",
+                    f"{format_number(d['best_accuracy']['median'])} [{format_number(d['best_accuracy']['q1'])}, "
+                    f"{format_number(d['best_accuracy']['q3'])}]",
                     format_number(d["auc"]["median"]), pk or "-", format_number(d["final_entropy"])]
         else:
-            row += [format_number(e["workloads"][w]["speedup"]["median"]) for w in workloads]
+            row += [format_workload_speedup(e["workloads"][w]) for w in workloads]
         row.append("; ".join(e["flags"]))
         rows.append(row)
     return header, rows
@@ -71,8 +84,9 @@ def print_leaderboard(results: dict, console=None) -> None:
     console = console or Console(width=max(Console().width, 170))
     header, rows = table_rows(results)
     table = Table(title=title(results),
-                  caption="speedup = reference compute-to-target / entry's (median over seeds); ranked by it; "
-                          "entries in one band are not separable at 95%")
+                  caption="speedup = reference compute-to-target / entry's (median over seeds); ranked by it, "
+                          "below it the entries whose median run never reaches the target, by best accuracy; "
+                          "entries in one band are not separable at 95% (paired bootstrap over seeds)")
     for col in header:
         table.add_column(col, justify="left" if col in ("entry", "flags") else "right")
     for row in rows:

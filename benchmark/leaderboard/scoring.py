@@ -1,11 +1,11 @@
-"""Leaderboard scoring: pure functions over evaluation curves, no MLflow (leaderboard/README.md has the rules).
+"""Leaderboard scoring, rules version 2: pure functions over evaluation curves, no MLflow
+(leaderboard/README.md has the rules).
 
 Compute-to-target values are floats; "never reached" is math.inf. The median of compute-to-target
 over seeds is the *lower* median (for an even count, the smaller of the two middle values: the
 compute by which half of the seeds have reached the target). It is finite whenever at least half
-the seeds reach the target, and makes the speedup `reference median / entry median` equal to the
-median of the per-seed speedups (the upper one of the two middle values), hence exactly 1.0 for
-the reference by construction.
+the seeds reach the target: then the entry's median run reaches it. An entry whose median run does
+not reach it is ranked below every entry whose median run does, whatever its other numbers.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-TARGET_FRACTION = 0.98  # target accuracy = this x the reference's median best accuracy
+RULES_VERSION = 2
+TARGET_FRACTION = 0.98  # target accuracy = this x the maximum of the reference's median curve
 MIN_SEEDS = 4  # fewer seeds than this: the entry is flagged
 TAU_MAX = 4.0  # performance profiles are integrated over tau in [1, TAU_MAX] (AlgoPerf's r_max)
 BOOTSTRAP_RESAMPLES = 2000
@@ -127,6 +128,20 @@ def curve_band(curves: list[list[dict]], budget: float) -> dict:
             "q3": [quantile(at[x], 0.75) for x in xs], "n": [len(at[x]) for x in xs]}
 
 
+def median_curve_best(curves: list[list[dict]], budget: float) -> dict:
+    """The paper's best accuracy: the maximum of the median curve over seeds (the earliest on a tie), with
+    the quartiles over seeds at that evaluation and the medians of pass@k there. Taking the maximum once,
+    of the median, avoids the upward bias of the median of per-seed maxima over noisy evaluations."""
+    band = curve_band(curves, budget)
+    i = max(range(len(band["compute"])), key=lambda j: (band["median"][j], -band["compute"][j]))
+    x = band["compute"][i]
+    at = [p for c in curves for p in within_budget(c, budget) if float(p["compute"]) == x]
+    keys = sorted({k for p in at for k in pass_at_k(p)}, key=lambda k: int(k.rsplit("_", 1)[1]))
+    return {"median": band["median"][i], "compute": x, "q1": band["q1"][i], "q3": band["q3"][i],
+            "iqr": band["q3"][i] - band["q1"][i],
+            "pass_at_k": {k: median([pass_at_k(p)[k] for p in at if k in p]) for k in keys}}
+
+
 def speedup(reference_ctt: float, ctt: float) -> float:
     """reference compute-to-target / compute-to-target: 0 when never reached."""
     if math.isinf(ctt):
@@ -134,11 +149,6 @@ def speedup(reference_ctt: float, ctt: float) -> float:
     if math.isinf(reference_ctt):
         raise ValueError("the reference compute-to-target is inf")
     return reference_ctt / ctt
-
-
-def capped(ctt: float, budget: float) -> float:
-    """AlgoPerf's treatment of "never reached": compute budget + 1, which gives a finite speedup."""
-    return min(ctt, budget + 1.0)
 
 
 def geometric_mean(values) -> float:
@@ -152,18 +162,12 @@ def geometric_mean(values) -> float:
     return float(math.exp(sum(math.log(x) for x in v) / len(v)))
 
 
-def stable_seed(*parts: str) -> int:
-    """A bootstrap stream per (entry, workload) that no other entry's presence can shift."""
-    return int.from_bytes(hashlib.sha256("\x1f".join(parts).encode()).digest()[:8], "little")
-
-
-def bootstrap_lower_medians(ctts, seed: int, resamples: int = BOOTSTRAP_RESAMPLES) -> np.ndarray:
-    """Lower medians of `resamples` resamples (with replacement, same size) of the seeds' values."""
-    v = np.asarray(ctts, dtype=float)
-    n = len(v)
-    rng = np.random.default_rng([BOOTSTRAP_SEED, seed])
-    idx = rng.integers(n, size=(resamples, n))
-    return np.sort(v[idx], axis=1)[:, (n - 1) // 2]
+def seed_draws(workload: str, n_seeds: int, resamples: int = BOOTSTRAP_RESAMPLES) -> np.ndarray:
+    """The paired bootstrap's resamples of a workload's scored seeds, (resamples, n_seeds) positions in the
+    seed list: every entry is resampled with the same draws (seed k gives every entry the same prompt stream
+    and evaluation draws, so the comparison is paired), and the draws depend on the workload alone."""
+    stream = int.from_bytes(hashlib.sha256(workload.encode()).digest()[:8], "little")
+    return np.random.default_rng([BOOTSTRAP_SEED, stream]).integers(n_seeds, size=(resamples, n_seeds))
 
 
 def interval(samples: np.ndarray, level: float = INTERVAL) -> tuple[float, float]:
@@ -187,58 +191,89 @@ class WorkloadScore:
     n_seeds: int
     run_ids: list[str]
     seeds: list[int]
+    missing_seeds: list[int]
+    reached: bool  # the median run reaches the target
     compute_to_target: dict
     speedup: dict
-    capped_speedup: float
+    relative_best: float  # best accuracy (median curve) / target accuracy: the order among entries not reaching it
     best_accuracy: dict
     auc: dict
     pass_at_k_at_best: dict
     final_entropy: float | None
     per_run: dict
-    # bootstrap draws (not serialised): capped-speedup per resample, for ranks
-    boot_capped: np.ndarray = field(repr=False, default=None)
+    # paired-bootstrap draws (not serialised), one per resample: whether the median run reaches the target,
+    # the speedup (0 when not) and the relative best accuracy
+    boot_reached: np.ndarray = field(repr=False, default=None)
+    boot_speedup: np.ndarray = field(repr=False, default=None)
+    boot_relative_best: np.ndarray = field(repr=False, default=None)
 
 
-def score_workload(runs: list[SeedResult], target: float, budget: float, reference_ctt: float,
-                   stream: str, resamples: int = BOOTSTRAP_RESAMPLES) -> WorkloadScore:
-    """All per-(entry, workload) statistics over seeds. stream names the entry's bootstrap stream."""
+def score_workload(runs: list[SeedResult], scored_seeds: list[int], target: float, budget: float,
+                   reference_ctt: float, draws: np.ndarray) -> WorkloadScore:
+    """All per-(entry, workload) statistics over the workload's scored seeds. A scored seed without a run
+    is a failure: it never reaches the target and its accuracy is 0 at every evaluation. draws: seed_draws."""
     runs = sorted(runs, key=lambda r: (r.seed, r.run_id))
-    ctt = [compute_to_target(r.curve, target, budget) for r in runs]
-    bests = [best_point(r.curve, budget) for r in runs]
-    aucs = [normalised_auc(r.curve, budget) for r in runs]
-    per_seed_speedup = [speedup(reference_ctt, c) for c in ctt]
+    by_seed = {r.seed: r for r in runs}
+    schedule = sorted({float(p["compute"]) for r in runs for p in within_budget(r.curve, budget)}) or [0.0]
+    failure = [{"compute": x, "accuracy": 0.0} for x in schedule]
+    curves = [by_seed[s].curve if s in by_seed else failure for s in scored_seeds]
+    ctt = np.array([compute_to_target(c, target, budget) if s in by_seed else INF
+                    for s, c in zip(scored_seeds, curves)])
+    # accuracy per (seed, scheduled evaluation); a point some run lacks holds its last value
+    acc = np.array([[_accuracy_at(c, x, budget) for x in schedule] for c in curves])
 
     med_ctt = median_low(ctt)
-    boot = bootstrap_lower_medians(ctt, stable_seed(stream), resamples)
-    boot_speedup = np.where(np.isinf(boot), 0.0, reference_ctt / np.where(np.isinf(boot), 1.0, boot))
-    boot_capped = reference_ctt / np.minimum(boot, budget + 1.0)
+    best = median_curve_best(curves, budget)
+    n = len(scored_seeds)
+    boot_ctt = np.sort(ctt[draws], axis=1)[:, (n - 1) // 2]
+    boot_reached = np.isfinite(boot_ctt)
+    boot_speedup = np.where(boot_reached, reference_ctt / np.where(boot_reached, boot_ctt, 1.0), 0.0)
+    boot_best = np.median(acc[draws], axis=1).max(axis=1)  # (resamples,): max of each resample's median curve
 
-    keys = sorted({k for b in bests for k in pass_at_k(b)}, key=lambda k: int(k.rsplit("_", 1)[1]))
+    per_seed_speedup = [speedup(reference_ctt, c) for c in ctt[[s in by_seed for s in scored_seeds]]]
     entropies = [r.entropy for r in runs if r.entropy is not None and math.isfinite(r.entropy)]
+    per_run = {}
+    for r in runs:
+        b, c = best_point(r.curve, budget), compute_to_target(r.curve, target, budget)
+        per_run[r.run_id] = {"seed": r.seed, "compute_to_target": c, "speedup": speedup(reference_ctt, c),
+                             "best_accuracy": b["accuracy"], "best_compute": float(b["compute"]),
+                             "auc": normalised_auc(r.curve, budget), "final_entropy": r.entropy}
     return WorkloadScore(
         n_seeds=len(runs), run_ids=[r.run_id for r in runs], seeds=[r.seed for r in runs],
+        missing_seeds=[s for s in scored_seeds if s not in by_seed],
+        reached=bool(math.isfinite(med_ctt)),
         compute_to_target=summarise(ctt, median_low),
         speedup={**summarise(per_seed_speedup), "median": speedup(reference_ctt, med_ctt),
                  "ci95": list(interval(boot_speedup))},
-        capped_speedup=reference_ctt / capped(med_ctt, budget),
-        best_accuracy=summarise([b["accuracy"] for b in bests]),
-        auc=summarise(aucs),
-        pass_at_k_at_best={k: median([pass_at_k(b)[k] for b in bests if k in b]) for k in keys},
-        final_entropy=median(entropies) if len(entropies) == len(runs) else None,
-        per_run={r.run_id: {"seed": r.seed, "compute_to_target": c, "speedup": s, "best_accuracy": b["accuracy"],
-                            "best_compute": float(b["compute"]), "auc": a, "final_entropy": r.entropy}
-                 for r, c, s, b, a in zip(runs, ctt, per_seed_speedup, bests, aucs)},
-        boot_capped=boot_capped,
+        relative_best=best["median"] / target,
+        best_accuracy={k: best[k] for k in ("median", "compute", "q1", "q3", "iqr")},
+        auc=summarise([normalised_auc(c, budget) for c in curves]),
+        pass_at_k_at_best=best["pass_at_k"],
+        final_entropy=median(entropies) if entropies and len(entropies) == n else None,
+        per_run=per_run,
+        boot_reached=boot_reached, boot_speedup=boot_speedup, boot_relative_best=boot_best / target,
     )
 
 
+def _accuracy_at(curve: list[dict], compute: float, budget: float) -> float:
+    """Accuracy of the last evaluation at or before `compute` (the first one before any)."""
+    points = within_budget(curve, budget)
+    before = [p for p in points if float(p["compute"]) <= compute]
+    return float((before[-1] if before else points[0])["accuracy"])
+
+
 # ---- targets ------------------------------------------------------------------------------
+MAX_REFERENCE_FRACTION = 0.6  # the reference's median compute-to-target, at most this fraction of the budget
+
+
 def reference_target(curves: list[list[dict]], budget: float, fraction: float = TARGET_FRACTION) -> dict:
-    """Target accuracy from the reference's runs, and the reference's compute-to-target."""
-    best = [best_point(c, budget)["accuracy"] for c in curves]
-    target = fraction * median(best)
+    """Target accuracy from the reference's held-out runs (fraction x the maximum of their median curve), and
+    the reference's compute-to-target (lower median over those runs)."""
+    best = median_curve_best(curves, budget)
+    target = fraction * best["median"]
     ctt = [compute_to_target(c, target, budget) for c in curves]
-    return {"median_best_accuracy": median(best), "target_accuracy": target, "best_accuracy": best,
+    return {"median_best_accuracy": best["median"], "target_accuracy": target,
+            "best_accuracy": [best_point(c, budget)["accuracy"] for c in curves],
             "compute_to_target": ctt, "reference_compute_to_target": median_low(ctt)}
 
 
@@ -270,13 +305,28 @@ def performance_profile_scores(ctt: dict[str, dict[str, float]], workloads: list
     return scores
 
 
-def competition_ranks(scores) -> np.ndarray:
-    """1 + the number of strictly better scores ("1224" ranking: ties share the better rank)."""
+def entry_scores(reached: np.ndarray, speedups: np.ndarray, relative_bests: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """An entry's (tier, value) from its per-workload results (last axis: workloads; leading axes: resamples).
+    tier = the number of workloads whose median run reaches the target: an entry that fails somewhere never
+    ties with one that does not. value = the geometric mean over workloads of the speedup where the target
+    is reached and of best accuracy / target where it is not (below 1: it orders the entries that fail)."""
+    reached = np.asarray(reached, dtype=bool)
+    per_workload = np.where(reached, speedups, relative_bests)
+    with np.errstate(divide="ignore"):
+        value = np.exp(np.log(np.maximum(per_workload, 0.0)).mean(axis=-1))
+    return reached.sum(axis=-1), value
+
+
+def competition_ranks(scores, tiers=None) -> np.ndarray:
+    """1 + the number of strictly better (tier, score) pairs, compared tier first ("1224" ranking: ties share
+    the better rank). 1-D: one ranking; 2-D (resamples, entries): a ranking per row."""
     s = np.asarray(scores, dtype=float)
-    if s.ndim == 1:
-        return 1 + (s[None, :] > s[:, None]).sum(axis=1)
-    order = np.sort(s, axis=1)  # rank of x in a row = 1 + count of values > x
-    return 1 + (s.shape[1] - np.stack([np.searchsorted(order[i], s[i], side="right") for i in range(len(s))]))
+    t = np.zeros_like(s) if tiers is None else np.asarray(tiers, dtype=float)
+    # better[..., i, j]: entry j beats entry i
+    better = (t[..., None, :] > t[..., :, None]) | (
+        (t[..., None, :] == t[..., :, None]) & (s[..., None, :] > s[..., :, None]))
+    return 1 + better.sum(axis=-1)
 
 
 def rank_bands(point_ranks, intervals: list[tuple[int, int]]) -> list[int]:
@@ -294,13 +344,13 @@ def rank_bands(point_ranks, intervals: list[tuple[int, int]]) -> list[int]:
     return bands
 
 
-def rank_with_confidence(scores: list[float], boot_scores: np.ndarray,
+def rank_with_confidence(scores: list[float], boot_scores: np.ndarray, tiers=None, boot_tiers=None,
                          level: float = INTERVAL) -> tuple[list[int], list[tuple[int, int]], list[int]]:
-    """Point ranks, bootstrap rank intervals and rank bands. boot_scores: (resamples, entries)."""
-    point = [int(r) for r in competition_ranks(scores)]
+    """Point ranks, bootstrap rank intervals and rank bands. boot_scores, boot_tiers: (resamples, entries)."""
+    point = [int(r) for r in competition_ranks(scores, tiers)]
     if len(scores) == 0:
         return [], [], []
-    ranks = competition_ranks(boot_scores)
+    ranks = competition_ranks(boot_scores, boot_tiers)
     lo = np.quantile(ranks, (1 - level) / 2, axis=0, method="inverted_cdf")
     hi = np.quantile(ranks, (1 + level) / 2, axis=0, method="inverted_cdf")
     intervals = [(int(min(a, p)), int(max(b, p))) for a, b, p in zip(lo, hi, point)]

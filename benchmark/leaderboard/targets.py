@@ -16,7 +16,8 @@ from benchmark.leaderboard.store import RunRecord, load_runs, reading_store
 from benchmark.paths import LEADERBOARD_DIR
 from benchmark.tracking import code_version
 
-TARGET_SCHEMA = "replaybench-target/1"
+TARGET_SCHEMA = "replaybench-target/2"  # 2: rules v2, from held-out reference seeds
+READABLE_SCHEMAS = ("replaybench-target/1", TARGET_SCHEMA)
 TARGETS_DIR = LEADERBOARD_DIR / "targets"
 REFERENCE = "on_policy"  # the strategy whose runs set the target, and whose speedup is 1 by construction
 
@@ -38,7 +39,7 @@ def load_target(workload: str, targets_dir: Path | None = None) -> dict:
         raise LeaderboardError(f"{path} cannot be read ({exc}): restore it (`git checkout -- {path}`), or freeze "
                                f"it again with `replaybench leaderboard freeze-target --workload {workload} --force`"
                                ) from None
-    if not isinstance(target, dict) or target.get("schema") != TARGET_SCHEMA:
+    if not isinstance(target, dict) or target.get("schema") not in READABLE_SCHEMAS:
         schema = target.get("schema") if isinstance(target, dict) else None
         raise LeaderboardError(f"{path}: unknown schema {schema!r}, expected {TARGET_SCHEMA}")
     return target
@@ -71,13 +72,16 @@ def freeze_target(workload: str, records: list[RunRecord] | None = None, targets
                   and not differing_settings(canonical_workload(r.summary["config"]["workload"]), canonical)]
     if group:
         candidates = [r for r in candidates if r.group == group]
+    seeds = w.target_seeds or w.seeds
+    candidates = [r for r in candidates if r.seed in seeds]
     groups: dict[str, list[RunRecord]] = {}
     for r in candidates:
         groups.setdefault(r.group, []).append(r)
     if not groups:
         raise LeaderboardError(
             f"no finished {REFERENCE} runs of workload {w.name} version {w.version} with the workload's own settings "
-            f"(budget {w.budget:,.0f}) in MLflow: run `replaybench baselines --workload {w.name}` first")
+            f"(budget {w.budget:,.0f}) on seeds {', '.join(map(str, seeds))} in MLflow: run `replaybench baselines "
+            f"--workload {w.name} --strategies {REFERENCE} --seeds {' '.join(map(str, seeds))}` first")
     if len(groups) > 1:
         listing = "; ".join(f"{g} ({len(rs)} runs)" for g, rs in sorted(groups.items()))
         raise LeaderboardError(f"several {REFERENCE} configurations on {w.name}: {listing}; choose one with --group")
@@ -87,6 +91,12 @@ def freeze_target(workload: str, records: list[RunRecord] | None = None, targets
     ref = scoring.reference_target([r.summary["eval_curve"] for r in runs], w.budget)
     if math.isinf(ref["reference_compute_to_target"]):  # cannot happen with the lower median; guard anyway
         raise LeaderboardError("the reference's median compute-to-target is inf; add reference seeds")
+    if ref["reference_compute_to_target"] > scoring.MAX_REFERENCE_FRACTION * w.budget:
+        raise LeaderboardError(
+            f"the reference reaches the target ({ref['target_accuracy']:.3f}) at "
+            f"{ref['reference_compute_to_target']:,.0f}, past {scoring.MAX_REFERENCE_FRACTION:.0%} of the budget "
+            f"({w.budget:,.0f}): a target at the budget's end cannot resolve speedups; lengthen the workload's "
+            "budget (a new workload version) and run the reference again")
     target = {
         "schema": TARGET_SCHEMA,
         "workload": w.name,
@@ -97,7 +107,9 @@ def freeze_target(workload: str, records: list[RunRecord] | None = None, targets
                       "workers": runs[0].summary["config"]["workload"]["pipeline"]["workers"],
                       "trainers": runs[0].summary["config"]["workload"]["pipeline"]["trainers"]},
         "budget": float(w.budget),
+        "rules_version": scoring.RULES_VERSION,
         "target_fraction": scoring.TARGET_FRACTION,
+        "target_seeds": list(seeds),
         "median_best_accuracy": ref["median_best_accuracy"],
         "target_accuracy": ref["target_accuracy"],
         "reference_compute_to_target": ref["reference_compute_to_target"],

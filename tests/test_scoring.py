@@ -142,9 +142,12 @@ def test_geometric_mean_over_workloads(values, geomean):
 
 
 def test_paired_draws_are_reproducible_and_shared_by_every_entry():
-    a, b = scoring.seed_draws("w", 5), scoring.seed_draws("w", 5)
-    assert np.array_equal(a, b) and not np.array_equal(a, scoring.seed_draws("v", 5))
+    a, b = scoring.seed_draws("w", 5).index, scoring.seed_draws("w", 5).index
+    assert np.array_equal(a, b) and not np.array_equal(a, scoring.seed_draws("v", 5).index)
     assert a.shape == (scoring.BOOTSTRAP_RESAMPLES, 5) and a.min() == 0 and a.max() == 4
+    draws = scoring.seed_draws("w", 4)
+    assert len(draws.distinct) == 35  # multisets of 4 of 4 seeds
+    assert np.array_equal(np.sort(draws.index, axis=1), draws.distinct[draws.which])
     ctts = [100.0, 150.0, 200.0, 300.0, 800.0]
     runs = [SeedResult(f"r{i}", i, [{"compute": 0.0, "accuracy": 0.0}, {"compute": c, "accuracy": 1.0}])
             for i, c in enumerate(ctts)]

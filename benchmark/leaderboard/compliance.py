@@ -3,6 +3,7 @@ settings its target was frozen for; of several runs of one seed, the first count
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 
@@ -28,10 +29,15 @@ def differing_settings(run: dict, official: dict, exempt: tuple[str, ...] = ()) 
     whose default keeps the old behaviour (the rule for adding fields), so it does not count; a key the
     official config lacks (a field added after the target was frozen) counts unless the run holds its default.
     MEMORY_FIELDS never count, nor the `exempt` ones."""
+    defaults = _default_settings()
+    return sorted(k for k in run if k not in MEMORY_FIELDS + exempt and run[k] != official.get(k, defaults.get(k)))
+
+
+@functools.cache
+def _default_settings() -> dict:
     from benchmark.workload import Workload
 
-    defaults = canonical_workload(Workload(name="", task="").to_dict())
-    return sorted(k for k in run if k not in MEMORY_FIELDS + exempt and run[k] != official.get(k, defaults.get(k)))
+    return canonical_workload(Workload(name="", task="").to_dict())
 
 
 def open_track_choices(run_workload: dict, official: dict) -> dict:

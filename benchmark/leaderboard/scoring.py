@@ -162,12 +162,24 @@ def geometric_mean(values) -> float:
     return float(math.exp(sum(math.log(x) for x in v) / len(v)))
 
 
-def seed_draws(workload: str, n_seeds: int, resamples: int = BOOTSTRAP_RESAMPLES) -> np.ndarray:
-    """The paired bootstrap's resamples of a workload's scored seeds, (resamples, n_seeds) positions in the
-    seed list: every entry is resampled with the same draws (seed k gives every entry the same prompt stream
-    and evaluation draws, so the comparison is paired), and the draws depend on the workload alone."""
+@dataclass(frozen=True)
+class SeedDraws:
+    """The paired bootstrap's resamples of a workload's scored seeds: index[r] = the positions (in the seed
+    list) drawn by resample r. A resample is a multiset of seeds and there are few distinct ones (35 for 4
+    seeds): what depends only on the multiset is computed once per distinct one (distinct[which[r]])."""
+
+    index: np.ndarray  # (resamples, seeds)
+    distinct: np.ndarray
+    which: np.ndarray
+
+
+def seed_draws(workload: str, n_seeds: int, resamples: int = BOOTSTRAP_RESAMPLES) -> SeedDraws:
+    """Every entry is resampled with the same draws (seed k gives every entry the same prompt stream and
+    evaluation draws, so the comparison is paired), and the draws depend on the workload alone."""
     stream = int.from_bytes(hashlib.sha256(workload.encode()).digest()[:8], "little")
-    return np.random.default_rng([BOOTSTRAP_SEED, stream]).integers(n_seeds, size=(resamples, n_seeds))
+    index = np.random.default_rng([BOOTSTRAP_SEED, stream]).integers(n_seeds, size=(resamples, n_seeds))
+    distinct, which = np.unique(np.sort(index, axis=1), axis=0, return_inverse=True)
+    return SeedDraws(index, distinct, which.reshape(-1))
 
 
 def interval(samples: np.ndarray, level: float = INTERVAL) -> tuple[float, float]:
@@ -209,7 +221,7 @@ class WorkloadScore:
 
 
 def score_workload(runs: list[SeedResult], scored_seeds: list[int], target: float, budget: float,
-                   reference_ctt: float, draws: np.ndarray) -> WorkloadScore:
+                   reference_ctt: float, draws: SeedDraws) -> WorkloadScore:
     """All per-(entry, workload) statistics over the workload's scored seeds. A scored seed without a run
     is a failure: it never reaches the target and its accuracy is 0 at every evaluation. draws: seed_draws."""
     runs = sorted(runs, key=lambda r: (r.seed, r.run_id))
@@ -220,15 +232,15 @@ def score_workload(runs: list[SeedResult], scored_seeds: list[int], target: floa
     ctt = np.array([compute_to_target(c, target, budget) if s in by_seed else INF
                     for s, c in zip(scored_seeds, curves)])
     # accuracy per (seed, scheduled evaluation); a point some run lacks holds its last value
-    acc = np.array([[_accuracy_at(c, x, budget) for x in schedule] for c in curves])
+    acc = np.array([_accuracy_at(c, schedule, budget) for c in curves])
 
     med_ctt = median_low(ctt)
     best = median_curve_best(curves, budget)
     n = len(scored_seeds)
-    boot_ctt = np.sort(ctt[draws], axis=1)[:, (n - 1) // 2]
+    boot_ctt = np.sort(ctt[draws.index], axis=1)[:, (n - 1) // 2]
     boot_reached = np.isfinite(boot_ctt)
     boot_speedup = np.where(boot_reached, reference_ctt / np.where(boot_reached, boot_ctt, 1.0), 0.0)
-    boot_best = np.median(acc[draws], axis=1).max(axis=1)  # (resamples,): max of each resample's median curve
+    boot_best = np.median(acc[draws.distinct], axis=1).max(axis=1)[draws.which]  # each median curve's maximum
 
     per_seed_speedup = [speedup(reference_ctt, c) for c in ctt[[s in by_seed for s in scored_seeds]]]
     entropies = [r.entropy for r in runs if r.entropy is not None and math.isfinite(r.entropy)]
@@ -255,11 +267,12 @@ def score_workload(runs: list[SeedResult], scored_seeds: list[int], target: floa
     )
 
 
-def _accuracy_at(curve: list[dict], compute: float, budget: float) -> float:
-    """Accuracy of the last evaluation at or before `compute` (the first one before any)."""
+def _accuracy_at(curve: list[dict], schedule: list[float], budget: float) -> np.ndarray:
+    """Accuracy at each scheduled compute: the last evaluation at or before it (the first one before any)."""
     points = within_budget(curve, budget)
-    before = [p for p in points if float(p["compute"]) <= compute]
-    return float((before[-1] if before else points[0])["accuracy"])
+    xs = np.array([float(p["compute"]) for p in points])
+    ys = np.array([float(p["accuracy"]) for p in points])
+    return ys[np.maximum(np.searchsorted(xs, schedule, side="right") - 1, 0)]
 
 
 # ---- targets ------------------------------------------------------------------------------
@@ -322,11 +335,13 @@ def competition_ranks(scores, tiers=None) -> np.ndarray:
     """1 + the number of strictly better (tier, score) pairs, compared tier first ("1224" ranking: ties share
     the better rank). 1-D: one ranking; 2-D (resamples, entries): a ranking per row."""
     s = np.asarray(scores, dtype=float)
-    t = np.zeros_like(s) if tiers is None else np.asarray(tiers, dtype=float)
-    # better[..., i, j]: entry j beats entry i
-    better = (t[..., None, :] > t[..., :, None]) | (
-        (t[..., None, :] == t[..., :, None]) & (s[..., None, :] > s[..., :, None]))
-    return 1 + better.sum(axis=-1)
+    if tiers is not None and s.size:
+        # one key with the same order: a tier step is larger than any score difference (scores are >= 0)
+        s = np.asarray(tiers, dtype=float) * (np.max(s) + 1.0) + s
+    rows = np.atleast_2d(s)
+    ordered = np.sort(rows, axis=1)  # rank of x in a row = 1 + count of values > x
+    ranks = 1 + rows.shape[1] - np.stack([np.searchsorted(o, r, side="right") for o, r in zip(ordered, rows)])
+    return ranks if s.ndim == 2 else ranks[0]
 
 
 def rank_bands(point_ranks, intervals: list[tuple[int, int]]) -> list[int]:

@@ -77,8 +77,11 @@ class RunSpec:
         """Same for every seed of one configuration: how the scorer groups seeds."""
         config = self.resolved_config()
         config.pop("seed")
-        if self.workload.limits == LimitsConfig():  # a section added after the reference runs: their keys stay
+        # fields added after earlier runs, at their defaults: those runs' keys stay
+        if self.workload.limits == LimitsConfig():
             config["workload"].pop("limits")
+        if not self.workload.target_seeds:
+            config["workload"].pop("target_seeds")
         return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def strategy_spec(self) -> StrategySpec:

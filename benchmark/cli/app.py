@@ -7,7 +7,7 @@ import sys
 
 from rich.markup import escape
 
-from benchmark.cli import doctor, leaderboard, runs, tools
+from benchmark.cli import doctor, leaderboard, runs, sweep, tools
 from benchmark.cli import eval as evaluation  # not the builtin
 from benchmark.cli.options import console, quiet_libraries
 from benchmark.grading.tasks import TaskError
@@ -21,7 +21,7 @@ from benchmark.workload import WorkloadError
 
 USER_ERRORS = (WorkloadError, StrategyError, TaskError, PolicyError, RunError, SubmissionError, EngineError,
                TrackingError)
-COMMAND_MODULES = (runs, tools, evaluation, doctor, leaderboard)  # each adds its subcommands with add_parsers
+COMMAND_MODULES = (runs, sweep, tools, evaluation, doctor, leaderboard)  # each adds its subcommands with add_parsers
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -76,6 +76,8 @@ def store(isolated_runs, tmp_path, monkeypatch):
     ramp = [0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5]
     for seed in range(4):
         ids[("on_policy", seed)] = make_run(c, exp, "on_policy", seed, ramp + [0.5] * seed, 6, 2, entropy=1.5 + seed)
+        # the held-out reference seeds (10-13) that set the target
+        ids[("on_policy", 10 + seed)] = make_run(c, exp, "on_policy", 10 + seed, ramp, 6, 2)
         ids[("fifo_uniform", seed)] = make_run(c, exp, "fifo_uniform", seed, [0.2, 0.3, 0.4, 0.5, 0.55], entropy=1.0)
     for seed in range(3):  # too few seeds: flagged, still ranked; never reaches the target
         ids[("slowpoke", seed)] = make_run(c, exp, "slowpoke", seed, [0.2, 0.25, 0.3])
@@ -100,8 +102,8 @@ def test_freeze_build_and_agree(store, capsys):
 
     assert lb("freeze-target", "--workload", WORKLOAD, "--targets", targets) == 0
     target = json.loads((targets / f"{WORKLOAD}.json").read_text())
-    assert target["workload"] == WORKLOAD and target["workload_version"] == "1" and target["created"]
-    assert sorted(target["run_ids"]) == sorted(ids[("on_policy", s)] for s in range(4))
+    assert target["workload"] == WORKLOAD and target["workload_version"] == "2" and target["created"]
+    assert sorted(target["run_ids"]) == sorted(ids[("on_policy", s)] for s in range(10, 14))  # held out
     assert target["target_accuracy"] == pytest.approx(0.98 * 0.5)
     assert target["reference_compute_to_target"] == 6 * 120_000  # reached 0.5 at the 7th eval
     capsys.readouterr()
@@ -213,7 +215,7 @@ def reaching_at(k: int) -> list[float]:
     return [0.1] * k + [0.5]
 
 
-def record(workload, strategy, seed, accs, version="1", workers=5, trainers=3) -> RunRecord:
+def record(workload, strategy, seed, accs, version="2", workers=5, trainers=3) -> RunRecord:
     """A finished run with its summary, as load_runs returns it; every workload here has arith-tiny's settings."""
     w = load_workload(WORKLOAD, {"pipeline.workers": workers, "pipeline.trainers": trainers})
     run_id = f"{workload}-{strategy}-{seed}-v{version}"
@@ -228,7 +230,7 @@ def record(workload, strategy, seed, accs, version="1", workers=5, trainers=3) -
 def frozen(reference_runs: list[RunRecord], reference_ctt: float) -> dict:
     """A target as freeze_target writes it (0.49 target accuracy), for arith-tiny's settings."""
     w = load_workload(WORKLOAD)
-    return {"workload_version": "1", "workload_config": canonical_workload(w.to_dict()), "budget": float(w.budget),
+    return {"workload_version": "2", "workload_config": canonical_workload(w.to_dict()), "budget": float(w.budget),
             "target_accuracy": 0.49, "reference_compute_to_target": reference_ctt,
             "created": "2026-01-01T00:00:00+00:00", "run_ids": [r.run_id for r in reference_runs],
             "reference": {"workers": 6, "trainers": 2}}
@@ -272,7 +274,7 @@ def test_runs_of_another_workload_version_are_not_scored(two_workloads):
     assert even["workloads"]["alpha"]["speedup"]["median"] == 2.0
     reasons = {x["run_id"]: x["reason"] for x in results["excluded_runs"]}
     for w in ("alpha", "beta"):
-        assert reasons[f"{w}-even-4-v0"] == "non-compliant: workload version 0, the target is for version 1"
+        assert reasons[f"{w}-even-4-v0"] == "non-compliant: workload version 0, the target is for version 2"
     assert "stale" not in two_workloads["by_strategy"]
     stale = next(n for n in results["not_ranked"] if n["strategy"] == "stale")
     assert stale["reason"].startswith("no usable run (8 excluded): non-compliant: workload version 0")
@@ -280,11 +282,14 @@ def test_runs_of_another_workload_version_are_not_scored(two_workloads):
 
 
 def test_freeze_target_ignores_reference_runs_of_another_version(tmp_path):
-    current = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
-    older = [record(WORKLOAD, "on_policy", s, reaching_at(1), version="0", workers=6, trainers=2) for s in range(4, 8)]
-    target = freeze_target(WORKLOAD, current + older, tmp_path)
-    assert target["run_ids"] == [r.run_id for r in current]
-    assert target["reference_compute_to_target"] == 8 * EVERY
+    current = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(10, 14)]
+    older = [record(WORKLOAD, "on_policy", s, reaching_at(1), version="0", workers=6, trainers=2) for s in range(10, 14)]
+    scored = [record(WORKLOAD, "on_policy", s, reaching_at(1), workers=6, trainers=2) for s in range(4)]
+    target = freeze_target(WORKLOAD, current + older + scored, tmp_path)
+    assert target["run_ids"] == [r.run_id for r in current]  # the held-out seeds only, never the scored ones
+    assert target["reference_compute_to_target"] == 8 * EVERY and target["target_seeds"] == [10, 11, 12, 13]
+    # by construction within the horizon: at the median curve's maximum half the seeds are at or above it
+    assert target["reference_compute_to_target"] <= target["target_horizon"] * target["budget"]
 
 
 def test_an_entry_missing_a_workload_is_listed_as_incomplete_not_ranked(two_workloads):
@@ -293,7 +298,7 @@ def test_an_entry_missing_a_workload_is_listed_as_incomplete_not_ranked(two_work
     assert sorted(two_workloads["by_strategy"]) == ["even", "lopsided", "on_policy", "two_seeds"]
     half = next(n for n in results["not_ranked"] if n["strategy"] == "half_done")
     assert half["reason"] == "incomplete: no finished compliant run on beta"
-    assert half["run_ids"] == [f"alpha-half_done-{s}-v1" for s in range(4)]
+    assert half["run_ids"] == [f"alpha-half_done-{s}-v2" for s in range(4)]
     assert f"| {half['key']} | incomplete: no finished compliant run on beta | 4 |" in md
     # one speedup column per workload, seeds per workload, and the flag of each workload short of seeds
     header = next(line for line in md.splitlines() if line.startswith("| band |"))

@@ -56,10 +56,11 @@ def board(tmp_path_factory):
         c = benchmark.tracking.client()
         exp = benchmark.tracking.experiment_id(c, WORKLOAD)
         ids = {}
-        for seed in range(4):  # accuracy per evaluation (every 120k of 2.4M); seeds differ so the bands show
+        for seed in range(4):  # accuracy per evaluation (every 120k of 4.8M); seeds differ so the bands show
             ramp = [0.2 + 0.03 * i + 0.01 * seed for i in range(12)]
             ids["on_policy", seed] = make_run(c, exp, "on_policy", seed, ramp, 6, 2, entropy=0.3,
                                               replay_ratio=1.0, offpolicy_mean=1.0 + 0.05 * seed)
+            make_run(c, exp, "on_policy", 10 + seed, ramp, 6, 2)  # a held-out seed: sets the target
             faster = [a + 0.03 * i for i, a in enumerate(ramp[:10])]
             ids["fifo_uniform", seed] = make_run(c, exp, "fifo_uniform", seed, faster, entropy=0.25,
                                                  replay_ratio=3.1 + 0.02 * seed, offpolicy_mean=8.5 + 0.2 * seed)
@@ -82,11 +83,11 @@ def test_results_carry_what_the_page_plots(board):
     for e in results["entries"]:
         d = e["workloads"][WORKLOAD]
         band = d["accuracy_curve"]
-        assert len(band["compute"]) == len(band["median"]) == len(band["q1"]) == len(band["q3"]) == 21
+        assert len(band["compute"]) == len(band["median"]) == len(band["q1"]) == len(band["q3"]) == 41
         assert all(lo <= m <= hi for lo, m, hi in zip(band["q1"], band["median"], band["q3"]))
         for run_id, r in d["per_run"].items():  # every plotted number sits next to its MLflow run id
             assert run_id in board["ids"].values()
-            assert len(r["curve"]["compute"]) == 21 and r["replay_ratio"] > 0 and r["offpolicy_mean"] > 0
+            assert len(r["curve"]["compute"]) == 41 and r["replay_ratio"] > 0 and r["offpolicy_mean"] > 0
     fifo = results["entries"][0]["workloads"][WORKLOAD]
     assert fifo["replay_ratio"]["median"] == pytest.approx(3.13)
     assert fifo["offpolicy_mean"]["q1"] == pytest.approx(8.65)
@@ -251,8 +252,8 @@ def multi_board(tmp_path_factory):
         slopes = {"fast_a": 0.06, "fast_b": 0.06, "medium": 0.045, "two_seeds": 0.04, "slow": 0.035}
         for i, w in enumerate(MULTI):  # 21 evaluations on each workload, so the same ramps fit all three
             exp = benchmark.tracking.experiment_id(c, w)
-            for seed in range(4):
-                make_run(c, exp, "on_policy", seed, [0.2 + 0.03 * k + 0.01 * seed for k in range(12)], 6, 2,
+            for seed in [*range(4), *range(10, 14)]:  # the scored seeds and the held-out ones
+                make_run(c, exp, "on_policy", seed, [0.2 + 0.03 * k + 0.01 * (seed % 10) for k in range(12)], 6, 2,
                          replay_ratio=1.0, offpolicy_mean=1.0, workload=w)
             for j, (name, slope) in enumerate(slopes.items()):
                 for seed in range(2 if name == "two_seeds" else 4):

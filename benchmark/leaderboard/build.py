@@ -83,6 +83,8 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
     to MLflow run ids."""
     workloads = sorted(targets)
     ref_ids = {rid for t in targets.values() for rid in t["run_ids"]}
+    # the reference's configuration, every track measured against it: its scored seeds join any track's board
+    ref_groups = {t["reference"].get("group") for t in targets.values()} - {None}
     excluded, unscored = [], {}
     by_entry: dict[str, dict] = {}  # key -> {"identity", "runs": {workload: [RunRecord]}}
     failed_groups: dict[tuple, list] = {}
@@ -92,7 +94,7 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
                          "group": rec.group, "seed": rec.seed, "track": rec.track, "reason": reason})
 
     for rec in records:
-        if track is not None and rec.track != track and rec.run_id not in ref_ids:
+        if track is not None and rec.track != track and rec.run_id not in ref_ids and rec.group not in ref_groups:
             continue
         if rec.workload not in targets:
             unscored[rec.workload] = unscored.get(rec.workload, 0) + 1

@@ -14,8 +14,9 @@ ENTRY_FIELDS = ("pipeline.workers", "pipeline.trainers")  # workload fields an e
 # How the trainer fits its batch in memory: the same update up to float rounding, so a run may set them
 # for its hardware and stay compliant.
 MEMORY_FIELDS = ("grpo.micro_batch_size", "grpo.gradient_checkpointing")
-# What an open-track entry may choose besides its strategy: the loss and the clip range (RLEP's eps_high 0.28).
-OPEN_TRACK_FIELDS = ("grpo.loss", "grpo.asymre_delta", "grpo.eps_low", "grpo.eps_high")
+# What an open-track entry may choose besides its strategy: the loss, the clip range (RLEP's eps_high 0.28) and
+# the learning rate (the paper's theory sets it jointly with N, the replay count and B).
+OPEN_TRACK_FIELDS = ("grpo.loss", "grpo.asymre_delta", "grpo.eps_low", "grpo.eps_high", "grpo.lr")
 
 
 def canonical_workload(config: dict) -> dict:

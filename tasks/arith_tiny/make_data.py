@@ -11,10 +11,15 @@ Difficulty is a fixed mixture: each operand independently has 1..WIDTH digits (u
 problems range from "003+005=" to full-width ones with carry chains. `level` is "d<k>" where k is
 the digit count of the longer operand; `carries` is the number of carry operations.
 
-Pairs (a, b) are unique across all splits, drawn eval -> train -> sft. Only 100 single-digit pairs
-exist, so eval gets 44 of them, train the remaining 56 and sft none, and the realised mixes differ:
+Pairs (a, b) are unique across all splits, drawn eval -> train -> sft -> eval_extra. Only 100 single-digit
+pairs exist, so eval gets 44 of them, train the remaining 56 and sft none, and the realised mixes differ:
 d1/d2/d3 = 44/165/291 (eval), 56/4340/15604 (train), 0/2355/17645 (sft). The shipped checkpoint and
 every measurement were made on exactly these files.
+
+eval_large.jsonl is eval.jsonl's 500 problems followed by 2,000 more drawn last (so that no other file
+changed): 2,500 problems, enough for a standard error of at most 0.01 on one accuracy measurement
+(sqrt(0.25 / 2500)). The 2,000 hold no single-digit pair (all 100 are taken), so its mix is
+d1/d2/d3 = 44/326/2130 (78% d3 in train: the d1 and d2 pairs are mostly taken).
 
 Usage:  python tasks/arith_tiny/make_data.py [--out-dir tasks/arith_tiny/data] [--seed 1234]
 """
@@ -31,6 +36,7 @@ WIDTH = 3
 N_TRAIN = 20000  # RL prompts
 N_SFT = 20000  # supervised warm-start examples
 N_EVAL = 500
+N_EVAL_EXTRA = 2000  # eval_large = eval + these
 DEFAULT_SEED = 1234
 
 
@@ -82,7 +88,7 @@ def generate(seed: int = DEFAULT_SEED, width: int = WIDTH) -> dict[str, list[dic
     seen: set[tuple[int, int]] = set()
     out: dict[str, list[dict]] = {}
     # Eval first so its pairs are excluded from every training split.
-    for split, n in (("eval", N_EVAL), ("train", N_TRAIN), ("sft", N_SFT)):
+    for split, n in (("eval", N_EVAL), ("train", N_TRAIN), ("sft", N_SFT), ("eval_extra", N_EVAL_EXTRA)):
         rows = []
         while len(rows) < n:
             a, b = _operand(rng, width), _operand(rng, width)
@@ -91,6 +97,7 @@ def generate(seed: int = DEFAULT_SEED, width: int = WIDTH) -> dict[str, list[dic
             seen.add((a, b))
             rows.append(make_record(split, len(rows), a, b, width))
         out[split] = rows
+    out["eval_large"] = out["eval"] + out.pop("eval_extra")
     return out
 
 

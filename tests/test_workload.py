@@ -41,3 +41,16 @@ def test_set_pairs_split_between_workload_and_strategy():
     assert parse_value("[1, 2]") == [1, 2] and parse_value("true") is True and parse_value("abc") == "abc"
     with pytest.raises(WorkloadError, match="KEY=VALUE"):
         split_overrides(["oops"])
+
+
+def test_the_cpu_workload_meets_the_scoring_rules_for_evaluation():
+    """Rules v2 (leaderboard/README.md): one accuracy point has a standard error <= 0.01, evaluations come at
+    least every 2.5% of the budget, and the seeds that set the target are never scored."""
+    w = load_workload("arith-tiny")
+    (task_name, split), = w.eval_targets()
+    n = min(w.eval.num_problems, len(w.load_task(task_name).docs(split)))
+    assert (0.25 / n) ** 0.5 <= 0.01
+    assert w.eval.every <= 0.025 * w.budget
+    assert w.target_seeds and not set(w.target_seeds) & set(w.seeds)
+    with pytest.raises(WorkloadError, match="target_seeds must be apart from seeds"):
+        load_workload("arith-tiny", {"target_seeds": [3, 10]})

@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev,distributed]"
 	touch $@
 
-# The main job: the reference baselines on the CPU tier (4 seeds each, 1.5-3 minutes per run, one run per CPU core
+# The main job: the reference baselines on the CPU tier (4 seeds each, 4-8 minutes per run, one run per CPU core
 # at a time; JOBS=N to change that), then the leaderboard rebuilt from MLflow (leaderboard/results.json,
 # LEADERBOARD.md, index.html).
 baselines: setup

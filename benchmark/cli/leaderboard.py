@@ -51,8 +51,9 @@ def cmd_leaderboard(args) -> int:
         if action == "freeze-target":
             t = freeze_target(args.workload, targets_dir=targets_dir, group=args.group, force=args.force)
             err.print(f"froze {target_path(args.workload, targets_dir)}: target accuracy {t['target_accuracy']:.4f} "
-                      f"(= {t['target_fraction']} x median best {t['median_best_accuracy']:.4f} of {len(t['run_ids'])} "
-                      f"{REFERENCE} runs), reference compute-to-target {t['reference_compute_to_target']:,.0f}"
+                      f"(= {t['target_fraction']} x {t['median_best_accuracy']:.4f}, the maximum of the median curve "
+                      f"of {len(t['run_ids'])} {REFERENCE} runs over the first {t['target_horizon']:.0%} of the "
+                      f"budget), reference compute-to-target {t['reference_compute_to_target']:,.0f}"
                       + (f"; [yellow]{'; '.join(t['flags'])}[/]" if t["flags"] else ""))
             return 0
         if action == "build":

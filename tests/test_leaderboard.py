@@ -358,3 +358,22 @@ def test_an_open_track_entry_may_choose_its_loss_and_clip_range_and_is_ranked():
     buffer_runs = {x["seed"]: x["reason"] for x in results["excluded_runs"] if x["track"] == "buffer"}
     assert sorted(buffer_runs) == [0, 1, 2, 3]
     assert all(r.startswith("non-compliant") and "grpo.eps_high" in r for r in buffer_runs.values())
+
+
+def test_failure_never_ties_with_success():
+    """Rules v2: an entry at accuracy 0 lands in a band strictly below the reference, and an entry whose median run
+    reaches the target (2 of 4 seeds) ranks above one that comes close but never does."""
+    ref = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
+    zero = [record(WORKLOAD, "zero", s, [0.0]) for s in range(4)]
+    half = [record(WORKLOAD, "half", s, reaching_at(30) if s < 2 else [0.1, 0.3]) for s in range(4)]
+    close = [record(WORKLOAD, "close", s, [0.1, 0.48]) for s in range(4)]  # 0.48 < target 0.49 from the start
+    results = build_results(ref + zero + half + close, {WORKLOAD: frozen(ref, 8 * EVERY)}, resamples=500)
+    by = {e["strategy"]: e for e in results["entries"]}
+    assert [e["strategy"] for e in results["entries"]] == ["on_policy", "half", "close", "zero"]
+    assert by["zero"]["band"] > by["on_policy"]["band"] and by["zero"]["rank_interval"][0] > 1
+    assert by["half"]["score"]["reached"] and by["half"]["score"]["speedup_geomean"] == pytest.approx(8 / 30)
+    assert not by["close"]["score"]["reached"] and by["close"]["score"]["best_vs_target"] == pytest.approx(0.48 / 0.49)
+    assert by["half"]["rank"] < by["close"]["rank"]
+    md = render_markdown(results)
+    row = next(line for line in md.splitlines() if "| close |" in line)
+    assert "not reached: best 0.980× target" in row  # never a number that reads like a speedup

@@ -9,7 +9,7 @@ PYTHON ?= python3
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup baselines test test-fast test-vllm clean
+.PHONY: setup baselines board test test-fast test-vllm clean
 
 setup: $(VENV)/.installed
 
@@ -25,6 +25,15 @@ $(VENV)/.installed: pyproject.toml
 # LEADERBOARD.md, index.html).
 baselines: setup
 	$(BIN)/replaybench baselines $(if $(JOBS),--jobs $(JOBS))
+	$(BIN)/replaybench leaderboard build
+
+# The whole committed board (leaderboard/): every baseline, the control and the example entry, 4 seeds each
+# (~40 runs, about 2.5 hours on two cores; the sweep skips baseline runs MLflow already holds, e.g. from
+# `make baselines`), then the leaderboard.
+BOARD_BASELINES := fifo_uniform positive_bias without_replacement prefer_unused sharded prioritized rlep oldest_first
+board: setup
+	$(BIN)/replaybench sweep --strategies $(BOARD_BASELINES) $(if $(JOBS),--jobs $(JOBS))
+	$(BIN)/replaybench submit submissions/example_entry $(if $(JOBS),--jobs $(JOBS))
 	$(BIN)/replaybench leaderboard build
 
 test: setup

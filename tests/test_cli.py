@@ -150,6 +150,7 @@ def test_baselines_prints_the_leaderboards_ranking(isolated_runs, tmp_path, monk
     exp = experiment_id(c, "arith-tiny")
     for seed in range(4):  # fifo_uniform reaches the target sooner: first on the leaderboard
         make_run(c, exp, "on_policy", seed, [0.2, 0.3, 0.4, 0.5], workers=6, trainers=2)
+        make_run(c, exp, "on_policy", 10 + seed, [0.2, 0.3, 0.4, 0.5], workers=6, trainers=2)  # held out
         make_run(c, exp, "fifo_uniform", seed, [0.2, 0.5, 0.5, 0.6])
     monkeypatch.setattr(benchmark.leaderboard.targets, "TARGETS_DIR", tmp_path / "targets")
     monkeypatch.setenv("COLUMNS", "400")  # rich: no cut cells in the captured table
@@ -159,12 +160,12 @@ def test_baselines_prints_the_leaderboards_ranking(isolated_runs, tmp_path, monk
 
     assert main(["baselines", "--seeds", "0", "--jobs", "1"]) == 0
     out = capsys.readouterr().out
-    assert "ReplayBench leaderboard: arith-tiny v1" in out and "speedup (geo-mean)" in out
+    assert "ReplayBench leaderboard: arith-tiny v2" in out and "speedup (geo-mean)" in out
     assert out.index("fifo_uniform") < out.index("on_policy (reference)")
     # the reference pair, each in its entry's settings; untagged, like the runs already on record
     assert [(s.strategy_name, s.workload.pipeline.workers, s.workload.pipeline.trainers, s.strategy_params, s.tags)
-            for s in specs] == [("on_policy", 6, 2, {"buffer_size": 256}, {}),
-                                ("fifo_uniform", 5, 3, {"buffer_size": 256}, {})]
+            for s in specs] == [("on_policy", 6, 2, {"buffer_size": 90}, {}),
+                                ("fifo_uniform", 5, 3, {"buffer_size": 90}, {})]
     # untagged runs are in the buffer track, the track of every baseline entry
     assert {e["strategy"] for e in score_from_mlflow("arith-tiny", track="buffer")["entries"]} == {
         "on_policy", "fifo_uniform"}

@@ -86,6 +86,7 @@ def populate(ids: dict) -> None:
         ramp = [0.2 + 0.03 * i + 0.01 * seed for i in range(12)]
         ids["on_policy", seed] = make_run(c, exp, "on_policy", seed, ramp, 6, 2, entropy=0.3 + 0.01 * seed,
                                           offpolicy_mean=1.0 + 0.1 * seed)
+        ids["on_policy", 10 + seed] = make_run(c, exp, "on_policy", 10 + seed, ramp, 6, 2)  # held out: the target
         ids["fifo_uniform", seed] = make_run(c, exp, "fifo_uniform", seed, ramp[:8] + [0.6], entropy=0.2,
                                              replay_ratio=3.1, offpolicy_mean=8.0 + seed)
     for seed in range(2):
@@ -139,7 +140,7 @@ def test_server_gives_the_same_leaderboard_as_the_embedded_store(boards):
     results = json.loads((b["board"] / "results.json").read_text())
     assert results["mlflow"]["tracking_uri"] == b["uri"]
     assert [e["strategy"] for e in results["entries"]] == ["fifo_uniform", "on_policy", "slowpoke"]
-    assert len(results["excluded_runs"]) == 2
+    assert len(results["excluded_runs"]) == 2 + 4  # a failed and a non-compliant run; the 4 held-out reference runs
     # the same numbers, run for run, in all three files: only run ids, the URI and timestamps differ
     for name in FILES:
         assert normalised((b["board"] / name).read_text(), b["ids"], b["uri"]) == normalised(

@@ -133,17 +133,18 @@ def test_baselines_are_entries_with_the_settings_they_are_ranked_in():
     assert baselines.default == ["on_policy", "fifo_uniform"]  # what the main job runs
     settings = {name: (e.track, e.workers, e.trainers, e.strategy.relative_to(REPO).as_posix(), e.strategy_params())
                 for name, e in baselines.entries.items()}
-    fifo = {"buffer_size": 256}
+    fifo = {"buffer_size": 90}  # the paper's N/B = 1.4 at B = 64
     assert settings == {  # the run configs (and so the group keys) of the published runs depend on these
         "on_policy": ("buffer", 6, 2, "baselines/on_policy.py", fifo),
         "fifo_uniform": ("buffer", 5, 3, "baselines/fifo_uniform.py", fifo),
-        "positive_bias": ("buffer", 5, 3, "baselines/positive_bias.py", {"buffer_size": 256, "delta": 0.25}),
+        "positive_bias": ("buffer", 5, 3, "baselines/positive_bias.py", {"buffer_size": 90, "delta": 0.25}),
         "without_replacement": ("buffer", 5, 3, "baselines/without_replacement.py", fifo),
         "prefer_unused": ("buffer", 5, 3, "baselines/prefer_unused.py", fifo),
         "sharded": ("buffer", 5, 3, "baselines/sharded.py", fifo),
-        "prioritized": ("buffer", 5, 3, "baselines/prioritized.py", {"buffer_size": 256, "alpha": 0.6, "beta": 0.4}),
+        "prioritized": ("buffer", 5, 3, "baselines/prioritized.py", {"buffer_size": 90, "alpha": 0.6, "beta": 0.4}),
         "rlep": ("buffer", 6, 2, "baselines/rlep.py",
                  {"pool_prompts": 512, "pool_samples": 8, "replay_k": 2, "refresh": False}),
+        "oldest_first": ("buffer", 5, 3, "baselines/oldest_first.py", fifo),  # the control
     }
     # the order the run configs record: buffer_size first
     assert list(baselines.entries["prioritized"].strategy_params()) == ["buffer_size", "alpha", "beta"]

@@ -79,7 +79,7 @@ def test_ctrl_c_stops_every_run_and_exits_cleanly(tiny_checkpoint, isolated_runs
             time.sleep(0.2)
         time.sleep(1)  # both are training
         os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=120)  # usually seconds; once over 60 s on a clean clone's first run
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

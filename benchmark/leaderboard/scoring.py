@@ -18,7 +18,7 @@ import numpy as np
 
 RULES_VERSION = 2
 TARGET_FRACTION = 0.98  # target accuracy = this x the maximum of the reference's median curve (horizon below)
-MIN_SEEDS = 4  # fewer seeds than this: the entry is flagged
+MIN_SEEDS = 4  # fewer reference seeds than this: the frozen target is flagged
 TAU_MAX = 4.0  # performance profiles are integrated over tau in [1, TAU_MAX] (AlgoPerf's r_max)
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20260  # fixed: the same runs always give the same intervals
@@ -289,7 +289,7 @@ def reference_target(curves: list[list[dict]], budget: float, fraction: float = 
     best = median_curve_best(curves, horizon * budget)
     target = fraction * best["median"]
     ctt = [compute_to_target(c, target, budget) for c in curves]
-    return {"median_best_accuracy": best["median"], "best_compute": best["compute"], "target_accuracy": target,
+    return {"median_best_accuracy": best["median"], "target_accuracy": target,
             "best_accuracy": [best_point(c, budget)["accuracy"] for c in curves],
             "compute_to_target": ctt, "reference_compute_to_target": median_low(ctt)}
 

@@ -13,6 +13,7 @@ from rich.table import Table
 from benchmark.cli.options import console
 from benchmark.cli.runs import add_jobs_option, jobs_of, positive_int, run_all
 from benchmark.leaderboard.files import json_values, write_atomic
+from benchmark.leaderboard.scoring import median
 from benchmark.leaderboard.store import load_runs, reading_store
 from benchmark.leaderboard.sweep import LEVELS, compute_saved, format_saved
 from benchmark.leaderboard.targets import REFERENCE
@@ -156,8 +157,6 @@ def summarise(configs: list[Config], done: dict, levels) -> dict:
 
 
 def _median(values):
-    from benchmark.leaderboard.scoring import median
-
     return median(values) if values else None
 
 

@@ -72,8 +72,9 @@ def test_ctrl_c_stops_every_run_and_exits_cleanly(tiny_checkpoint, isolated_runs
     sets = [f"--set={k}={v}" for k, v in small_overrides(tiny_checkpoint, **{**TINY, "budget": 20_000_000}).items()]
     command = [sys.executable, "-m", "benchmark.cli", "baselines", "--seeds", "0", "--jobs", "2", *sets]
     # a session of its own: the test signals its whole process group, as a terminal's Ctrl-C does
+    # PYTHONFAULTHANDLER: should it hang, SIGABRT makes every process print the stacks of all its threads
     proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     try:
         deadline = time.time() + 120
         while len(list(isolated_runs.glob("checkpoints/*/run.json"))) < 2 and proc.poll() is None:
@@ -81,7 +82,12 @@ def test_ctrl_c_stops_every_run_and_exits_cleanly(tiny_checkpoint, isolated_runs
             time.sleep(0.2)
         time.sleep(1)  # both are training
         os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=120)  # usually seconds; once over 60 s on a clean clone's first run
+        try:
+            _, err = proc.communicate(timeout=120)  # usually seconds; once over 60 s on a clean clone's first run
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGABRT)
+            _, err = proc.communicate(timeout=60)
+            pytest.fail(f"no exit within 120 s of Ctrl-C; the stacks of every process:\n{err[-30000:]}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

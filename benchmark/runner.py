@@ -40,6 +40,10 @@ class RunSpec:
     isolated: bool = False  # run the strategy in its own process, under limits (official runs)
     tags: dict = field(default_factory=dict)  # extra replaybench.* tags, e.g. submission and track
     executor: str = "sim"  # "sim": the virtual-time pipeline (the reference); "ray": real Ray actors
+    # None of these enters the config or the group key: how the run is shown, not what it is.
+    name: str | None = None  # the entry's name (a submission's, a baseline's): MLflow run names and the board
+    user_tags: dict = field(default_factory=dict)  # the user's own MLflow tags (`run --tag KEY=VALUE`), verbatim
+    attachments: dict = field(default_factory=dict)  # artifact file name -> text, logged when the run starts
 
     def __post_init__(self):
         self.strategy_path = Path(self.strategy_path)
@@ -60,6 +64,10 @@ class RunSpec:
     @property
     def strategy_name(self) -> str:
         return self.strategy_path.stem
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.strategy_name
 
     def resolved_config(self) -> dict:
         path = self.strategy_path.resolve()
@@ -128,14 +136,15 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, res
             f"{TAG}group": spec.group_key(), f"{TAG}seed": spec.seed, f"{TAG}status": "running",
             f"{TAG}task_version": task.version, f"{TAG}isolated": spec.isolated, f"{TAG}executor": spec.executor,
             **({f"{TAG}sandbox": sandbox_mode()} if spec.isolated else {}),
-            **{f"{TAG}{k}": v for k, v in spec.tags.items()}}
+            **({f"{TAG}name": spec.name} if spec.name else {}),
+            **{f"{TAG}{k}": v for k, v in spec.tags.items()}, **spec.user_tags}
     params = {**config, "code_version": code_version(),
               "start_checkpoint_sha256": executor.start_info["weights_sha256"],
               "task_version": task.version, "task_versions": task_versions}
     try:
         executor.open_strategy(spec.strategy_spec())
     except StrategyError as exc:  # a strategy that cannot even start is a failed run, on record
-        failed = RunRecorder(w.name, run_name=f"{spec.strategy_name}-seed{spec.seed}",
+        failed = RunRecorder(w.name, run_name=f"{spec.display_name}-seed{spec.seed}",
                              tags={**tags, f"{TAG}status": f"failed: {exc}"[:5000]}, params=params,
                              experiment=experiment)
         failed.finish("FAILED")
@@ -154,8 +163,10 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, res
         if recorder.flushed() < last.index:
             recorder.flush(last.index, last.metrics)
     else:
-        recorder = RunRecorder(w.name, run_name=f"{spec.strategy_name}-seed{spec.seed}", tags=tags, params=params,
+        recorder = RunRecorder(w.name, run_name=f"{spec.display_name}-seed{spec.seed}", tags=tags, params=params,
                                experiment=experiment)
+        for file_name, text in spec.attachments.items():
+            recorder.log_text(text, file_name)
         if executor.resumable:
             ckpt_dir.mkdir(parents=True, exist_ok=True)
             meta_path.write_text(json.dumps({"mlflow_run_id": recorder.run_id}) + "\n")

@@ -4,12 +4,13 @@ what they run, and the tags that put their runs on record."""
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import small_overrides
 
 from benchmark.cli import main
 from benchmark.submission import load_submission
-from benchmark.tracking import find_runs
+from benchmark.tracking import client, find_runs
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "submissions" / "example_entry"
@@ -48,6 +49,8 @@ def test_baselines_with_an_unknown_name_is_a_user_error(isolated_runs):
 def test_submit_runs_the_entry_sandboxed_with_its_content_hash_on_record(tiny_checkpoint, isolated_runs, tmp_path):
     entry = tmp_path / "entry"
     shutil.copytree(EXAMPLE, entry)
+    (entry / "submission.yaml").write_text(
+        (entry / "submission.yaml").read_text().replace("name: example_entry", "name: kestrel"))
     workload = yaml.safe_load((REPO / "workloads" / "arith-tiny.yaml").read_text())
     for key, value in small_overrides(tiny_checkpoint, **TINY).items():
         *parents, last = key.split(".")
@@ -64,7 +67,10 @@ def test_submit_runs_the_entry_sandboxed_with_its_content_hash_on_record(tiny_ch
     assert sorted(r.data.tags["replaybench.seed"] for r in runs) == ["0", "2"]
     for r in runs:
         tags, params = r.data.tags, r.data.params
-        assert tags["replaybench.submission"] == "example_entry"
+        assert tags["replaybench.submission"] == tags["replaybench.name"] == "kestrel"
+        assert tags["mlflow.runName"] == f"kestrel-seed{tags['replaybench.seed']}"
+        logged = client().download_artifacts(r.info.run_id, "submission.yaml", str(tmp_path / r.info.run_id))
+        assert Path(logged).read_text() == (entry / "submission.yaml").read_text()
         assert tags["replaybench.submission_sha256"] == first_hash
         assert tags["replaybench.track"] == "buffer"
         assert tags["replaybench.status"] == "finished" and tags["replaybench.isolated"] == "True"
@@ -75,3 +81,18 @@ def test_submit_runs_the_entry_sandboxed_with_its_content_hash_on_record(tiny_ch
     assert main(["submit", str(entry), "--workload", str(workload_file), "--seeds", "0"]) == 0
     hashes = {r.data.tags["replaybench.submission_sha256"] for r in find_runs("arith-tiny")}
     assert hashes == {first_hash, load_submission(entry).content_sha256()} and len(hashes) == 2
+
+
+def test_run_takes_a_name_and_tags_of_the_users_own(tiny_checkpoint, isolated_runs):
+    assert main(["run", "--strategy", "baselines/fifo_uniform.py", "--name", "kestrel", "--tag", "team=blue",
+                 "--budget", "20000", *tiny_sets(tiny_checkpoint)]) == 0
+    (run,) = find_runs("arith-tiny")
+    tags = run.data.tags
+    assert tags["mlflow.runName"] == "kestrel-seed0" and tags["replaybench.name"] == "kestrel"
+    assert tags["team"] == "blue" and tags["replaybench.strategy"] == "fifo_uniform"
+
+
+def test_run_refuses_a_tag_in_the_benchmarks_namespace(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--strategy", "baselines/fifo_uniform.py", "--tag", "replaybench.status=finished"])
+    assert exc.value.code == 2 and "the benchmark's own" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """The leaderboard end to end on fake finished runs in a temp MLflow store (no training)."""
 
+import dataclasses
 import json
 import math
 import re
@@ -283,7 +284,8 @@ def test_runs_of_another_workload_version_are_not_scored(two_workloads):
 
 def test_freeze_target_ignores_reference_runs_of_another_version(tmp_path):
     current = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(10, 14)]
-    older = [record(WORKLOAD, "on_policy", s, reaching_at(1), version="0", workers=6, trainers=2) for s in range(10, 14)]
+    older = [record(WORKLOAD, "on_policy", s, reaching_at(1), version="0", workers=6, trainers=2)
+             for s in range(10, 14)]
     scored = [record(WORKLOAD, "on_policy", s, reaching_at(1), workers=6, trainers=2) for s in range(4)]
     target = freeze_target(WORKLOAD, current + older + scored, tmp_path)
     assert target["run_ids"] == [r.run_id for r in current]  # the held-out seeds only, never the scored ones
@@ -311,7 +313,6 @@ def test_an_entry_missing_a_workload_is_listed_as_incomplete_not_ranked(two_work
 
 
 def test_never_reached_is_infinite_in_the_results_and_inf_in_json():
-    w = load_workload(WORKLOAD)
     ref = [record("alpha", "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
     never = [record("alpha", "never", s, [0.1, 0.2]) for s in range(4)]
     results = build_results(ref + never, {"alpha": frozen(ref, 8 * EVERY)}, resamples=50)
@@ -377,3 +378,24 @@ def test_failure_never_ties_with_success():
     md = render_markdown(results)
     row = next(line for line in md.splitlines() if "| close |" in line)
     assert "not reached: best 0.980× target" in row  # never a number that reads like a speedup
+
+
+def test_an_entry_is_known_by_its_name_not_its_strategy_file():
+    """Every submission's file is strategy.py: the board labels entries by submission.yaml's name."""
+    ref = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
+
+    def named(rec, name):
+        rec.summary["mlflow_run_id"] = f"{name}-{rec.seed}"
+        return dataclasses.replace(rec, name=name, group=f"group-{name}", run_id=f"{name}-{rec.seed}")
+
+    kestrel = [named(record(WORKLOAD, "strategy", s, reaching_at(4)), "kestrel") for s in range(4)]
+    osprey = [named(record(WORKLOAD, "strategy", s, reaching_at(6)), "osprey") for s in range(4)]
+    broken = dataclasses.replace(named(record(WORKLOAD, "strategy", 0, [0.1]), "falcon"), status="failed: oops")
+    results = build_results(ref + kestrel + osprey + [broken], {WORKLOAD: frozen(ref, 8 * EVERY)}, resamples=200)
+    labels = [e["label"] for e in results["entries"]]
+    assert labels == ["kestrel", "osprey", "on_policy"]
+    assert {e["key"].split("@")[0] for e in results["entries"]} == {"kestrel", "osprey", "on_policy"}
+    assert [x["name"] for x in results["excluded_runs"]] == ["falcon"]
+    assert "falcon" in results["not_ranked"][0]["key"]
+    md = render_markdown(results)
+    assert "| kestrel |" in md and "| strategy |" not in md

@@ -3,6 +3,7 @@ they share."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import sys
@@ -19,6 +20,7 @@ from benchmark.leaderboard.store import DEFAULT_TRACK
 from benchmark.runner import RunError, RunSpec, run
 from benchmark.strategy import StrategyError
 from benchmark.submission import load_baselines, load_submission
+from benchmark.tracking import TAG
 from benchmark.workload import WorkloadError, split_overrides
 
 
@@ -27,7 +29,11 @@ def add_parsers(subparsers) -> None:
     add_workload_options(p)
     add_executor_option(p)
     p.add_argument("--strategy", required=True, help="path of a strategy file, e.g. baselines/fifo_uniform.py")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the run's seed: prompt stream, sampling, init (default: 0)")
+    p.add_argument("--name", help="the entry's name on the board and in MLflow run names <name>-seed<k> "
+                                  "(default: the strategy file's name)")
+    p.add_argument("--tag", action="append", type=user_tag, metavar="KEY=VALUE", default=[],
+                   help="an MLflow tag of your own on the run (repeatable), e.g. --tag team=blue")
     p.add_argument("--resume", action="store_true", help="continue the interrupted run of this config and seed")
     p.add_argument("--summary-json", type=Path, help="also write the run's final summary here")
     p.add_argument("--ray-pace", type=float, metavar="SECONDS",
@@ -121,10 +127,19 @@ def run_all(runs: list[tuple[RunSpec, str]], jobs: int) -> list[dict | StrategyE
     return outcomes
 
 
+def user_tag(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    if key.strip().startswith(TAG) or key.strip().startswith("mlflow."):
+        raise argparse.ArgumentTypeError(f"{key!r}: tags named {TAG}* and mlflow.* are the benchmark's own")
+    return key.strip(), value
+
+
 def cmd_run(args) -> int:
     workload, strategy_params = workload_from_args(args)
     spec = RunSpec(workload, Path(args.strategy), strategy_params, args.seed, isolated=args.isolate,
-                   executor=args.executor)
+                   executor=args.executor, name=args.name, user_tags=dict(args.tag))
     options = None
     if args.ray_pace or args.ray_engine != "hf" or args.ray_gpus_per_actor is not None:
         from benchmark.engine.ray.options import RayOptions
@@ -132,7 +147,7 @@ def cmd_run(args) -> int:
         options = RayOptions(pace=args.ray_pace, engine=args.ray_engine, gpus_per_actor=args.ray_gpus_per_actor)
     summary = run_with_progress(spec, resume=args.resume, summary_json=args.summary_json, executor_options=options)
     console.print(
-        f"[bold]{spec.strategy_name}[/] seed {spec.seed}: start {summary['start_accuracy']:.3f} -> "
+        f"[bold]{escape(spec.display_name)}[/] seed {spec.seed}: start {summary['start_accuracy']:.3f} -> "
         f"best {summary['best']['accuracy']:.3f} at compute {summary['best']['compute']:,.0f}, "
         f"final {summary['final']['accuracy']:.3f}; replay ratio {summary['replay_ratio']:.2f}; "
         f"MLflow run {summary['mlflow_run_id']}"
@@ -158,7 +173,7 @@ def cmd_baselines(args) -> int:
         tags = {} if entry.track == DEFAULT_TRACK else {"track": entry.track}
         for seed in args.seeds if args.seeds is not None else workload.seeds:
             spec = RunSpec(workload, entry.strategy, {**entry.strategy_params(), **strategy_params}, seed,
-                           isolated=args.isolate, tags=tags, executor=args.executor)
+                           isolated=args.isolate, tags=tags, executor=args.executor, name=name)
             runs.append((spec, f"{name} ({workload.pipeline.workers},{workload.pipeline.trainers}) seed {seed}"))
     outcomes = run_all(runs, jobs)
     print_workload_ranking(workload.name)
@@ -227,7 +242,8 @@ def cmd_submit(args) -> int:
     jobs = jobs_of(args)
     runs = []
     for spec in sub.run_specs(args.workload, args.seeds):
-        spec.tags, spec.executor = tags, args.executor
+        spec.tags, spec.executor, spec.name = tags, args.executor, sub.name
+        spec.attachments = {"submission.yaml": (sub.folder / "submission.yaml").read_text()}
         runs.append((spec, f"{sub.name} seed {spec.seed}"))
     failures = sum(isinstance(outcome, StrategyError) for outcome in run_all(runs, jobs))
     console.print(f"recorded in MLflow with tags replaybench.submission={sub.name}, track {sub.track}; "

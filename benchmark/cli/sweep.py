@@ -93,7 +93,8 @@ def plan(args) -> list[Config]:
         seen.add((name, w, t, entry.buffer_size))
         workload = entry.workload_for(args.workload, None, overrides)
         seeds = args.seeds if args.seeds is not None else workload.seeds
-        specs = [RunSpec(workload, entry.strategy, {**entry.strategy_params(), **params}, s) for s in seeds]
+        specs = [RunSpec(workload, entry.strategy, {**entry.strategy_params(), **params}, s, name=name)
+                 for s in seeds]
         configs.append(Config(name, w, t, entry.buffer_size, specs))
     return configs
 

@@ -32,15 +32,19 @@ from benchmark.tracking import code_version, experiment_name
 SCHEMA = "replaybench-leaderboard/3"  # 2: per-seed curves, replay ratio, off-policiness; 3: rules v2
 
 
-def _entry_identity(summary: dict, official: dict) -> tuple[str, dict]:
+def _entry_identity(summary: dict, official: dict, name: str | None = None) -> tuple[str, dict]:
     strat = summary["config"]["strategy"]
     pipe = summary["config"]["workload"]["pipeline"]
     ident = {"strategy": strat["name"], "sha256": strat.get("sha256"), "params": strat.get("params", {}),
              "workers": pipe["workers"], "trainers": pipe["trainers"]}
+    # only then: the keys of entries named as their strategy file (the baselines) or making no open-track choice
+    # stay as they were
+    if name and name != strat["name"]:
+        ident["name"] = name
     choices = open_track_choices(summary["config"]["workload"], official)
-    if choices:  # only then: the keys of entries that make no such choice stay as they were
+    if choices:
         ident["open_track"] = choices
-    return f"{strat['name']}@{digest(ident)[:8]}", ident
+    return f"{ident.get('name', strat['name'])}@{digest(ident)[:8]}", ident
 
 
 def scored_seeds(target: dict) -> list[int]:
@@ -91,7 +95,8 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
 
     def exclude(rec, reason):
         excluded.append({"run_id": rec.run_id, "workload": rec.workload, "strategy": rec.strategy,
-                         "group": rec.group, "seed": rec.seed, "track": rec.track, "reason": reason})
+                         "name": rec.name or rec.strategy, "group": rec.group, "seed": rec.seed, "track": rec.track,
+                         "reason": reason})
 
     for rec in records:
         if track is not None and rec.track != track and rec.run_id not in ref_ids and rec.group not in ref_groups:
@@ -103,9 +108,9 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
             rec, targets[rec.workload])
         if reason:
             exclude(rec, reason)
-            failed_groups.setdefault((rec.strategy, rec.group), []).append(rec)
+            failed_groups.setdefault((rec.name or rec.strategy, rec.group), []).append(rec)
             continue
-        key, ident = _entry_identity(rec.summary, targets[rec.workload]["workload_config"])
+        key, ident = _entry_identity(rec.summary, targets[rec.workload]["workload_config"], rec.name)
         entry = by_entry.setdefault(key, {"identity": ident, "runs": {}, "groups": {}})
         entry["runs"].setdefault(rec.workload, []).append(rec)
         entry["groups"][rec.workload] = rec.group
@@ -122,7 +127,7 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
     for key, entry in sorted(by_entry.items()):
         missing = [w for w in workloads if w not in entry["runs"]]
         if missing:
-            not_ranked.append({"key": key, "strategy": entry["identity"]["strategy"],
+            not_ranked.append({"key": key, "strategy": entry["identity"].get("name", entry["identity"]["strategy"]),
                                "reason": f"incomplete: no finished compliant run on {', '.join(missing)}",
                                "run_ids": sorted(r.run_id for rs in entry["runs"].values() for r in rs)})
             continue
@@ -165,11 +170,11 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
         {key: {w: pw[w].compute_to_target["median"] for w in workloads} for key, _, pw in ranked}, workloads)
     point, intervals, bands = scoring.rank_with_confidence(values, boot_values, tiers, boot_tiers)
 
-    names = [e["identity"]["strategy"] for _, e, _ in ranked]
+    names = [e["identity"].get("name", e["identity"]["strategy"]) for _, e, _ in ranked]
     entries = []
     for i, (key, entry, per_w) in enumerate(ranked):
         ident = entry["identity"]
-        label = ident["strategy"] if names.count(ident["strategy"]) == 1 else key
+        label = names[i] if names.count(names[i]) == 1 else key
         if ident.get("open_track"):
             label += " (" + ", ".join(f"{k.split('.')[-1]} {v}" for k, v in ident["open_track"].items()) + ")"
         flags = []
@@ -187,7 +192,8 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
                 targets[w]["reference"]["workers"], targets[w]["reference"]["trainers"])) for w in workloads)
         entries.append({
             "rank": point[i], "rank_interval": list(intervals[i]), "band": bands[i], "key": key, "label": label,
-            "strategy": ident["strategy"], "strategy_sha256": ident["sha256"], "params": ident["params"],
+            "name": names[i], "strategy": ident["strategy"], "strategy_sha256": ident["sha256"],
+            "params": ident["params"],
             "workers": ident["workers"], "trainers": ident["trainers"], "open_track": ident.get("open_track", {}),
             "reference": is_ref,
             "score": {"reached": int(tiers[i]) == len(workloads), "workloads_reached": int(tiers[i]),

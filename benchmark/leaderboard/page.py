@@ -218,8 +218,9 @@ def render_html(results: dict) -> str:
     parts.append("<h2>Excluded runs</h2>")
     if results["excluded_runs"]:
         parts.append('<div class="scroll">' + _simple_table(
-            "excluded", ["workload", "strategy", "seed", "MLflow run id", "reason"],
-            [[x["workload"], x["strategy"], x["seed"], x["run_id"], x["reason"]] for x in results["excluded_runs"]],
+            "excluded", ["workload", "entry", "seed", "MLflow run id", "reason"],
+            [[x["workload"], x.get("name", x["strategy"]), x["seed"], x["run_id"], x["reason"]]
+             for x in results["excluded_runs"]],
             code_cols=(3,)) + "</div>")
     else:
         parts.append("<p>None.</p>")

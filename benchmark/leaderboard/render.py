@@ -101,10 +101,10 @@ def print_leaderboard(results: dict, console=None) -> None:
         console.print(t)
     if results["excluded_runs"]:
         t = Table(title="excluded runs")
-        for col in ("workload", "strategy", "seed", "run id", "reason"):
+        for col in ("workload", "entry", "seed", "run id", "reason"):
             t.add_column(col)
         for x in results["excluded_runs"]:
-            t.add_row(x["workload"], x["strategy"], str(x["seed"]), x["run_id"], x["reason"])
+            t.add_row(x["workload"], x.get("name", x["strategy"]), str(x["seed"]), x["run_id"], x["reason"])
         console.print(t)
     for w, info in results["unscored_workloads"].items():
         console.print(f"[yellow]workload {w}: {info['runs']} runs not scored (no target); run `{info['fix']}`[/]")
@@ -131,8 +131,8 @@ def render_markdown(results: dict) -> str:
         out.append("None.")
     out += ["", "## Excluded runs", ""]
     if results["excluded_runs"]:
-        out += ["| workload | strategy | seed | MLflow run | reason |", "|---|---|---|---|---|"]
-        out += [f"| {x['workload']} | {_md_cell(x['strategy'])} | {x['seed']} | `{x['run_id']}` | "
+        out += ["| workload | entry | seed | MLflow run | reason |", "|---|---|---|---|---|"]
+        out += [f"| {x['workload']} | {_md_cell(x.get('name', x['strategy']))} | {x['seed']} | `{x['run_id']}` | "
                 f"{_md_cell(x['reason'])} |" for x in results["excluded_runs"]]
     else:
         out.append("None.")

@@ -32,6 +32,7 @@ class RunRecord:
     workload_version: str | None
     start_time: int
     entropy: float | None
+    name: str | None = None  # the entry's name (submission.yaml's, a baseline's), when the run carries one
     summary: dict | None = None
     problem: str | None = None  # why the summary could not be read
 
@@ -79,7 +80,7 @@ def load_runs(workloads: list[str] | None = None, mlflow_client=None) -> list[Ru
             group=_tag(run, "group", ""), seed=int(seed) if seed not in (None, "") else None,
             status=_tag(run, "status", ""), mlflow_status=run.info.status, track=_tag(run, "track", DEFAULT_TRACK),
             workload_version=_tag(run, "workload_version"), start_time=run.info.start_time or 0,
-            entropy=run.data.metrics.get("train/entropy"))
+            entropy=run.data.metrics.get("train/entropy"), name=_tag(run, "name") or _tag(run, "submission"))
         records.append(rec)
         if rec.status == "finished":
             finished.append((rec, run))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import math
 import os
 import shutil
 import sys
@@ -54,7 +53,8 @@ def synthetic_runs(n_runs: int, seeds: int, rng: np.random.Generator):
                     "replaybench.strategy": strategy, "replaybench.group": group, "replaybench.seed": str(seed),
                     "replaybench.status": "failed: StrategyError: synthetic failure" if failed else "finished"}
             x = points / w.budget
-            acc = 0.1 + 0.5 * (1 - np.exp(-10 * rate * x)) + rng.normal(0, 0.01, len(x))  # the reference: ~40% of the budget
+            # the reference reaches its target at ~40% of the budget
+            acc = 0.1 + 0.5 * (1 - np.exp(-10 * rate * x)) + rng.normal(0, 0.01, len(x))
             curve = [{"compute": float(p), "trainer_step": int(i * 40), "accuracy": float(a), "pass_at_1": float(a),
                       "pass_at_4": float(min(1.0, a + 0.15))} for i, (p, a) in enumerate(zip(points, acc))]
             best = max(curve, key=lambda p: (p["accuracy"], -p["compute"]))

@@ -185,3 +185,35 @@ def test_baselines_without_a_target_says_why_in_one_line_and_lists_failures(isol
     assert "replaybench leaderboard freeze-target --workload arith-tiny" in reason
     assert "Traceback" not in err
     assert "failed fifo_uniform (5,3) seed 0: fifo_uniform: sample() returned 3 rollouts" in " ".join(err.split())
+
+
+def _published_files() -> dict:
+    return {p.name: p.read_bytes() for p in (REPO / "leaderboard").iterdir() if p.is_file()}
+
+
+def test_a_plain_build_writes_the_local_board_and_publishing_needs_the_target_runs(isolated_runs, monkeypatch,
+                                                                                   tmp_path, capsys):
+    """A fresh clone's store holds none of the runs behind the published target: `build` writes runs/leaderboard/
+    and says what is missing; `build --publish` refuses, leaving the published files byte-identical."""
+    import benchmark.cli.leaderboard
+    import benchmark.leaderboard.build
+
+    before = _published_files()
+    assert main(["leaderboard", "build"]) == 0
+    out = capsys.readouterr()
+    assert (isolated_runs / "leaderboard" / "index.html").is_file() and _published_files() == before
+    said = " ".join((out.out + out.err).split())
+    assert "this store holds 0 of the 4 reference runs that set the target" in said
+    assert "no entry is ranked yet: `replaybench baselines`" in said
+
+    assert main(["leaderboard", "build", "--publish"]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "lacks the reference runs that set the published target" in said
+    assert "no leaderboard file was changed" in said
+    assert _published_files() == before
+
+    published = tmp_path / "published"  # --force writes the published folder all the same (a copy here)
+    monkeypatch.setattr(benchmark.cli.leaderboard, "LEADERBOARD_DIR", published)
+    monkeypatch.setattr(benchmark.leaderboard.build, "LEADERBOARD_DIR", published)
+    assert main(["leaderboard", "build", "--publish"]) == 2 and not (published / "results.json").exists()
+    assert main(["leaderboard", "build", "--publish", "--force"]) == 0 and (published / "results.json").is_file()

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from benchmark.leaderboard import LeaderboardError
-from benchmark.leaderboard.build import build, score_from_mlflow
+from benchmark.leaderboard.build import build, local_board_dir, score_from_mlflow
 from benchmark.leaderboard.render import print_leaderboard
 from benchmark.leaderboard.serve import serve
 from benchmark.leaderboard.store import DEFAULT_TRACK
@@ -27,11 +27,21 @@ def add_parsers(subparsers) -> None:
     parser.add_argument("--targets", type=Path, help=argparse.SUPPRESS)  # tests: another targets folder
     parser.set_defaults(func=cmd_leaderboard)
     sub = parser.add_subparsers(dest="leaderboard_command")
-    p = sub.add_parser("build", help="write leaderboard/results.json, LEADERBOARD.md and index.html")
+    p = sub.add_parser("build", help="write results.json, LEADERBOARD.md and index.html (default: runs/leaderboard/)",
+                       description="Write the board from MLflow: results.json, LEADERBOARD.md and index.html. By "
+                                   "default into runs/leaderboard/ (your local board); --publish writes the "
+                                   "published board, leaderboard/, and refuses unless the store holds the runs "
+                                   "behind its targets.",
+                       epilog="example: replaybench leaderboard build && replaybench leaderboard serve "
+                              "--dir runs/leaderboard")
     p.add_argument("--workload", default=argparse.SUPPRESS)
     p.add_argument("--track", default=argparse.SUPPRESS)
     p.add_argument("--targets", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    p.add_argument("--out", type=Path, help="output folder (default: leaderboard/)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, help="output folder (default: runs/leaderboard/)")
+    where.add_argument("--publish", action="store_true", help="write the published board, leaderboard/")
+    p.add_argument("--force", action="store_true",
+                   help="with --publish: write it even from a store without the target's reference runs")
     p = sub.add_parser("serve", help="serve the leaderboard page on http://127.0.0.1:PORT (Ctrl-C stops)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--dir", type=Path, help="folder to serve (default: leaderboard/)")
@@ -57,11 +67,11 @@ def cmd_leaderboard(args) -> int:
                       + (f"; [yellow]{'; '.join(t['flags'])}[/]" if t["flags"] else ""))
             return 0
         if action == "build":
-            out = Path(args.out) if getattr(args, "out", None) else LEADERBOARD_DIR
-            results = build(out, args.workload, args.track, targets_dir)
+            out = LEADERBOARD_DIR if args.publish else Path(args.out) if args.out else local_board_dir()
+            results = build(out, args.workload, args.track, targets_dir, force=args.force)
             print_leaderboard(results)
             err.print(f"wrote {out / 'results.json'}, {out / 'LEADERBOARD.md'} and {out / 'index.html'} "
-                      "(open it, or `replaybench leaderboard serve`)")
+                      f"(open it, or `replaybench leaderboard serve --dir {out}`)")
             return 0
         if action == "serve":
             return serve(Path(args.dir) if args.dir else LEADERBOARD_DIR, args.port)

@@ -1,10 +1,12 @@
 """The leaderboard: reads MLflow (the system of record), scores with the rules in scoring.py, prints a ranked
-table and writes leaderboard/results.json, leaderboard/LEADERBOARD.md and the page leaderboard/index.html.
+table and writes results.json, LEADERBOARD.md and the page index.html: the local board (runs/leaderboard/) or
+the published one (leaderboard/).
 Rules: leaderboard/README.md.
 
     replaybench leaderboard [--workload W] [--track T]      ranked table in the terminal
-    replaybench leaderboard build                             write results.json, LEADERBOARD.md, index.html
-    replaybench leaderboard serve [--port N]                  serve leaderboard/ on 127.0.0.1
+    replaybench leaderboard build [--publish]                 write results.json, LEADERBOARD.md, index.html
+                                                              (runs/leaderboard/; --publish: leaderboard/)
+    replaybench leaderboard serve [--dir D] [--port N]        serve leaderboard/ (or D) on 127.0.0.1
     replaybench leaderboard freeze-target --workload W        freeze W's target from the reference runs
 
 The modules, each importing only modules listed above it (this file holds LeaderboardError alone, so that

@@ -87,6 +87,7 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
     to MLflow run ids."""
     workloads = sorted(targets)
     ref_ids = {rid for t in targets.values() for rid in t["run_ids"]}
+    present = {rec.run_id for rec in records}
     # the reference's configuration, every track measured against it: its scored seeds join any track's board
     ref_groups = {t["reference"].get("group") for t in targets.values()} - {None}
     excluded, unscored = [], {}
@@ -226,7 +227,9 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
                           "target_accuracy": t["target_accuracy"],
                           "reference_compute_to_target": t["reference_compute_to_target"],
                           "reference_run_ids": t["run_ids"], "target_created": t["created"],
-                          "target_file": f"leaderboard/targets/{w}.json"} for w, t in targets.items()},
+                          "target_file": f"leaderboard/targets/{w}.json",
+                          # the runs that set the target, absent from this store (e.g. a fresh clone's)
+                          "target_runs_missing": sorted(set(t["run_ids"]) - present)} for w, t in targets.items()},
         "entries": entries,
         "not_ranked": not_ranked,
         "excluded_runs": excluded,
@@ -262,12 +265,27 @@ def results_json(results: dict) -> str:
                   text) + "\n"
 
 
+def local_board_dir() -> Path:
+    """Where a plain `leaderboard build` writes: beside the store's runs, never over the published board."""
+    return tracking.RUNS_DIR / "leaderboard"
+
+
 def build(out_dir: Path | None = None, workload: str | None = None, track: str | None = None,
-          targets_dir: Path | None = None) -> dict:
+          targets_dir: Path | None = None, force: bool = False) -> dict:
     """Write results.json, LEADERBOARD.md and index.html, each atomically, all three rendered from the
-    same results before any is written."""
-    out_dir = Path(out_dir or LEADERBOARD_DIR)
+    same results before any is written. The default folder is the local board (runs/leaderboard/); the published
+    one (leaderboard/) is written only from a store that holds the runs behind its targets, or with force."""
+    out_dir = Path(out_dir or local_board_dir())
     results = score_from_mlflow(workload, track, targets_dir)
+    missing = {w: d["target_runs_missing"] for w, d in results["workloads"].items() if d["target_runs_missing"]}
+    if missing and not force and out_dir.resolve() == LEADERBOARD_DIR.resolve():
+        raise LeaderboardError(
+            "this MLflow store lacks the reference runs that set the published target ("
+            + "; ".join(f"{w}: {len(ids)} of {len(results['workloads'][w]['reference_run_ids'])}"
+                        for w, ids in missing.items())
+            + f"), so a board built from it would replace {LEADERBOARD_DIR} with one that cannot be checked: "
+            "build the local board (drop --publish; it goes to runs/leaderboard/), or load the published runs first "
+            "(leaderboard/README.md), or pass --force; no leaderboard file was changed")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

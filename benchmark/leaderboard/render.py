@@ -76,8 +76,25 @@ def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def store_notes(results: dict) -> list[str]:
+    """What a board built from this store lacks, each with its fix (a fresh clone's store holds none of the runs
+    that set the published targets)."""
+    notes = []
+    for w, d in sorted(results["workloads"].items()):
+        missing, total = len(d.get("target_runs_missing", [])), len(d["reference_run_ids"])
+        if missing:
+            notes.append(f"{w}: this store holds {total - missing} of the {total} reference runs that set the target "
+                         f"({d['target_file']}, frozen from the published runs): entries are scored against that "
+                         "target all the same; the published board with its runs is leaderboard/index.html")
+    if not results["entries"]:
+        notes.append("no entry is ranked yet: `replaybench baselines` runs the reference (4 seeds), "
+                     "`replaybench submit submissions/<entry>` an entry")
+    return notes
+
+
 def print_leaderboard(results: dict, console=None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     # a wide table: never squeeze it into an 80-column pipe (lines may wrap in a narrow terminal instead)
@@ -108,6 +125,8 @@ def print_leaderboard(results: dict, console=None) -> None:
         console.print(t)
     for w, info in results["unscored_workloads"].items():
         console.print(f"[yellow]workload {w}: {info['runs']} runs not scored (no target); run `{info['fix']}`[/]")
+    for note in store_notes(results):
+        console.print(f"[yellow]note:[/] {escape(note)}")
 
 
 def _md_cell(text: str) -> str:
@@ -122,6 +141,9 @@ def render_markdown(results: dict) -> str:
            "from. Rules: [README.md](README.md).", "",
            "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    notes = store_notes(results)
+    if notes:
+        out += [""] + [f"Note: {n}." for n in notes]
     out += ["", "## Not ranked", ""]
     if results["not_ranked"]:
         out += ["| entry | reason | runs |", "|---|---|---|"]

@@ -1,5 +1,6 @@
 """User errors end with one clear line and exit code 2, never a traceback."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ def replaybench(*args):
      "--summary-json: no folder /nonexistent"),
     (["leaderboard", "build", "--out", "README.md"], "cannot write the leaderboard into README.md"),
     (["leaderboard", "serve", "--port", "99999999", "--dir", "leaderboard"], "ports are 0-65535"),
+    (["leaderboard", "--workload", "arith-tinyy"], "unknown workload 'arith-tinyy'; known: arith-tiny"),
 ])
 def test_user_errors_are_one_clear_message(args, message, isolated_runs):
     result = replaybench(*args)
@@ -217,3 +219,22 @@ def test_a_plain_build_writes_the_local_board_and_publishing_needs_the_target_ru
     monkeypatch.setattr(benchmark.leaderboard.build, "LEADERBOARD_DIR", published)
     assert main(["leaderboard", "build", "--publish"]) == 2 and not (published / "results.json").exists()
     assert main(["leaderboard", "build", "--publish", "--force"]) == 0 and (published / "results.json").is_file()
+
+
+def test_the_leaderboard_takes_a_workload_file_as_submit_suggests(isolated_runs):
+    result = replaybench("leaderboard", "--workload", "workloads/arith-tiny.yaml")
+    assert result.returncode == 0 and "arith-tiny v2" in result.stdout
+
+
+def test_workloads_never_folds_a_name_in_a_narrow_terminal():
+    result = subprocess.run([sys.executable, "-m", "benchmark.cli", "workloads"], cwd=REPO, capture_output=True,
+                            text=True, timeout=120, env={**os.environ, "COLUMNS": "80"})
+    lines = result.stdout.splitlines()
+    assert max(map(len, lines)) <= 80
+    for name in ("arith-tiny", "llama3.2-3b-openr1", "qwen3-0.6b-openr1", "qwen3-8b-minif2f"):
+        assert any(f"│ {name} " in line for line in lines), name
+
+
+def test_version():
+    result = replaybench("--version")
+    assert result.returncode == 0 and result.stdout.startswith("replaybench 0.")

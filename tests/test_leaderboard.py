@@ -15,7 +15,7 @@ import benchmark.leaderboard.build
 from benchmark.cli import main
 from benchmark.leaderboard.build import SCHEMA, build_results, results_json, score_from_mlflow
 from benchmark.leaderboard.compliance import canonical_workload, differing_settings, digest
-from benchmark.leaderboard.render import render_markdown, table_rows
+from benchmark.leaderboard.render import print_leaderboard, render_markdown, table_rows
 from benchmark.leaderboard.store import RunRecord
 from benchmark.leaderboard.targets import freeze_target
 from benchmark.workload import load_workload
@@ -399,3 +399,23 @@ def test_an_entry_is_known_by_its_name_not_its_strategy_file():
     assert "falcon" in results["not_ranked"][0]["key"]
     md = render_markdown(results)
     assert "| kestrel |" in md and "| strategy |" not in md
+
+
+def test_the_terminal_table_fits_a_narrow_terminal_and_keeps_every_column_in_a_pipe():
+    import io
+
+    from rich.console import Console
+
+    ref = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
+    close = [record(WORKLOAD, "close", s, [0.1, 0.48]) for s in range(3)]  # seed 3 missing: a flag
+    results = build_results(ref + close, {WORKLOAD: frozen(ref, 8 * EVERY)}, resamples=200)
+    for width in (80, 100):
+        out = io.StringIO()
+        print_leaderboard(results, Console(file=out, width=width, force_terminal=True, color_system=None))
+        lines = out.getvalue().splitlines()
+        assert max(map(len, lines)) <= width
+        assert any("│ on_policy" in line for line in lines) and any("│ close" in line for line in lines)
+        assert any(line.startswith("close: no counting run of seed 3") for line in lines)
+    out = io.StringIO()
+    print_leaderboard(results, Console(file=out, width=80))  # not a terminal: a file or a pipe
+    assert "AUC" in out.getvalue() and max(map(len, out.getvalue().splitlines())) > 80

@@ -25,7 +25,14 @@ COMMAND_MODULES = (runs, sweep, tools, evaluation, doctor, leaderboard)  # each 
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from importlib.metadata import PackageNotFoundError, version
+
     parser = argparse.ArgumentParser(prog="replaybench", description=__doc__)
+    try:
+        installed = version("replaybench")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        installed = "not installed"
+    parser.add_argument("--version", action="version", version=f"replaybench {installed}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module in COMMAND_MODULES:
         module.add_parsers(subparsers)

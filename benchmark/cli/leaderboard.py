@@ -16,6 +16,7 @@ from benchmark.leaderboard.serve import serve
 from benchmark.leaderboard.store import DEFAULT_TRACK
 from benchmark.leaderboard.targets import REFERENCE, freeze_target, target_path
 from benchmark.paths import LEADERBOARD_DIR
+from benchmark.workload import load_workload
 
 
 def add_parsers(subparsers) -> None:
@@ -58,9 +59,11 @@ def cmd_leaderboard(args) -> int:
     action = getattr(args, "leaderboard_command", None)
     targets_dir = getattr(args, "targets", None)
     try:
+        if getattr(args, "workload", None) and action != "freeze-target":
+            args.workload = load_workload(args.workload).name  # a name or a path; an unknown one: the known names
         if action == "freeze-target":
             t = freeze_target(args.workload, targets_dir=targets_dir, group=args.group, force=args.force)
-            err.print(f"froze {target_path(args.workload, targets_dir)}: target accuracy {t['target_accuracy']:.4f} "
+            err.print(f"froze {target_path(t['workload'], targets_dir)}: target accuracy {t['target_accuracy']:.4f} "
                       f"(= {t['target_fraction']} x {t['median_best_accuracy']:.4f}, the maximum of the median curve "
                       f"of {len(t['run_ids'])} {REFERENCE} runs over the first {t['target_horizon']:.0%} of the "
                       f"budget), reference compute-to-target {t['reference_compute_to_target']:,.0f}"

@@ -59,13 +59,13 @@ def add_parsers(subparsers) -> None:
 
     p = subparsers.add_parser("validate", help="check a submission: schema, then a short sandboxed dry run")
     p.add_argument("entry", help="the submission folder, e.g. submissions/example_entry")
-    p.add_argument("--workload", default="arith-tiny")
+    p.add_argument("--workload", default="arith-tiny", help="workload name or .yaml path (default: arith-tiny)")
     p.set_defaults(func=cmd_validate)
 
     p = subparsers.add_parser("submit",
                               help="run a submission over the workload's pinned seeds, sandboxed, into MLflow")
     p.add_argument("entry", help="the submission folder")
-    p.add_argument("--workload", default="arith-tiny")
+    p.add_argument("--workload", default="arith-tiny", help="workload name or .yaml path (default: arith-tiny)")
     p.add_argument("--seeds", type=int, nargs="+", help="default: the workload's pinned seeds")
     add_executor_option(p)
     add_jobs_option(p)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from benchmark.cli.options import add_workload_options, console, workload_from_args
+from benchmark.leaderboard.render import format_compute
 from benchmark.workload import WorkloadError, list_workloads, load_workload, split_overrides
 
 
@@ -44,17 +46,21 @@ def add_parsers(subparsers) -> None:
 
 def cmd_workloads(args) -> int:
     table = Table(title="workloads")
-    for col in ("name", "task", "model", "W+T", "budget", "description"):
-        table.add_column(col)
+    for col in ("name", "task", "W+T", "budget"):  # name: the column users copy, never folded
+        table.add_column(col, no_wrap=True)
+    table.add_column("model", overflow="fold", max_width=24)
+    table.add_column("description", ratio=1)
     failures = 0
     for name in list_workloads():
         try:
             w = load_workload(name)
         except WorkloadError as exc:
             failures += 1
-            table.add_row(name, "-", "-", "-", "-", f"[red]invalid: {exc}[/]")
+            table.add_row(name, "-", "-", "-", "-", f"[red]invalid: {escape(str(exc))}[/]")
             continue
-        table.add_row(w.name, w.task, w.model.source, str(w.pipeline.devices), f"{w.budget:,.0f}", w.description)
+        first_sentence = w.description.split("; ")[0].split(". ")[0].rstrip(".")
+        table.add_row(w.name, w.task, str(w.pipeline.devices), format_compute(w.budget), w.model.source,
+                      first_sentence)
     Console().print(table)
     return 1 if (failures and args.check) else 0
 

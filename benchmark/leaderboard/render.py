@@ -42,6 +42,10 @@ def title(results: dict) -> str:
     return f"ReplayBench leaderboard: {ws}{track}"
 
 
+WIDE_TABLE = 170  # columns the whole table needs
+NARROW_COLUMNS = ("band", "rank [95%]", "entry", "(W,T)", "speedup (geo-mean) [95% CI]")
+
+
 def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     workloads = sorted(results["workloads"])
     one = workloads[0] if len(workloads) == 1 else None
@@ -97,9 +101,16 @@ def print_leaderboard(results: dict, console=None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    # a wide table: never squeeze it into an 80-column pipe (lines may wrap in a narrow terminal instead)
-    console = console or Console(width=max(Console().width, 170))
+    console = console or Console()
     header, rows = table_rows(results)
+    flags = []
+    if console.is_terminal and console.width < WIDE_TABLE:
+        # a narrow terminal gets the columns that rank; the flags go below the table (results.json has the rest)
+        keep = [header.index(c) for c in NARROW_COLUMNS]
+        flags = [(row[header.index("entry")], row[-1]) for row in rows if row[-1]]
+        header, rows = [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
+    elif not console.is_terminal:
+        console = Console(file=console.file, width=max(console.width, WIDE_TABLE))  # a file or pipe: one line a row
     table = Table(title=title(results),
                   caption="speedup = reference compute-to-target / entry's (median over seeds); ranked by it, "
                           "below it the entries whose median run never reaches the target, by best accuracy; "
@@ -109,6 +120,8 @@ def print_leaderboard(results: dict, console=None) -> None:
     for row in rows:
         table.add_row(*row)
     console.print(table)
+    for entry, flag in flags:
+        console.print(f"{escape(entry)}: {escape(flag)}")
     if results["not_ranked"]:
         t = Table(title="not ranked")
         for col in ("entry", "reason", "runs"):

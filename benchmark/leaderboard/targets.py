@@ -55,13 +55,13 @@ def freeze_target(workload: str, records: list[RunRecord] | None = None, targets
     """Compute the workload's target from the reference's finished runs and write it, once."""
     from benchmark.workload import load_workload
 
-    path = target_path(workload, targets_dir)
+    w = load_workload(workload)  # a name or the path of a workload file
+    path = target_path(w.name, targets_dir)
     if path.exists() and not force:
         old = json.loads(path.read_text())
         raise LeaderboardError(
             f"{path} is already frozen ({old.get('created')}, from {len(old.get('run_ids', []))} runs); targets are "
             "not recomputed. Pass --force to replace it (this changes every score on the workload)")
-    w = load_workload(workload)
     config = workload_config if workload_config is not None else w.to_dict()
     canonical = canonical_workload(config)
     if records is None:

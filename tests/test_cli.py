@@ -1,5 +1,6 @@
 """User errors end with one clear line and exit code 2, never a traceback."""
 
+import json
 import os
 import subprocess
 import sys
@@ -238,3 +239,12 @@ def test_workloads_never_folds_a_name_in_a_narrow_terminal():
 def test_version():
     result = replaybench("--version")
     assert result.returncode == 0 and result.stdout.startswith("replaybench 0.")
+
+
+def test_grade_names_each_verdicts_line_and_gold_and_wants_a_box(tmp_path):
+    path = tmp_path / "completions.jsonl"
+    path.write_text('{"gold": "5", "completion": "I think it\'s 5"}\n\n{"gold": "5", "completion": "\\\\boxed{5}"}\n')
+    result = replaybench("grade", "--task", "math500", str(path))
+    verdicts = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(v["line"], v["gold"], v["correct"], v["reason"]) for v in verdicts] == [
+        (1, "5", False, "no_answer"), (3, "5", True, "correct")]

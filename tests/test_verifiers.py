@@ -37,7 +37,8 @@ def test_last_boxed_is_brace_matched_and_last():
     ("\\frac{1}{2}", "\\boxed{\\dfrac12}", True, "correct"),
     ("5", "\\boxed{3} ... wait, \\boxed{5}", True, "correct"),  # the last box counts
     ("3", "\\boxed{3} ... wait, \\boxed{5}", False, "wrong"),
-    ("7", "The final answer is $7$.", True, "correct"),  # no box: math-verify's own extraction
+    ("7", "The final answer is $7$.", False, "no_answer"),  # the task's rule: the answer is the last box
+    ("5", "I think it's 5", False, "no_answer"),
     ("7", "I do not know.", False, "no_answer"),
     ("\\text{4:30 p.m.}", "\\boxed{4:30 \\text{ p.m.}}", True, "correct"),  # math-verify alone reads 4/30
     ("", "\\boxed{1}", False, "no_gold"),

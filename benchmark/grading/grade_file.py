@@ -24,8 +24,9 @@ class GradingError(ValueError):
     """An input file that cannot be graded; the message names the line."""
 
 
-def read_pairs(path: Path, gold_by_name: dict[str, str] | None = None) -> list[tuple[str, str]]:
-    """(gold, completion) per line; with `gold_by_name`, a line may name its document instead of a gold."""
+def read_pairs(path: Path, gold_by_name: dict[str, str] | None = None) -> list[tuple[int, str, str]]:
+    """(line number, gold, completion) per non-blank line; with `gold_by_name`, a line may name its document
+    instead of a gold."""
     pairs = []
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
@@ -41,7 +42,7 @@ def read_pairs(path: Path, gold_by_name: dict[str, str] | None = None) -> list[t
                 if row["name"] not in gold_by_name:
                     raise GradingError(f"{path}:{number}: no document named {row['name']!r} in the task")
                 row["gold"] = gold_by_name[row["name"]]
-            pairs.append((str(row["gold"]), str(row["completion"])))
+            pairs.append((number, str(row["gold"]), str(row["completion"])))
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             wanted = '"gold" (or "name")' if gold_by_name is not None else '"gold"'
             raise GradingError(f'{path}:{number}: expected a JSON object with {wanted} and "completion" '
@@ -57,7 +58,8 @@ def golds_by_name(task: Task) -> dict[str, str]:
 
 def grade_file(task_name: str, path: Path, out: Path | None = None, timeout: float | None = None,
                workers: int = 2) -> dict:
-    """Grade every line of `path`; one JSON verdict per line to `out` (stdout if None), in order.
+    """Grade every line of `path`; one JSON verdict per line to `out` (stdout if None), in order, each with the
+    input's line number and gold.
     timeout: seconds per line (None: the verifier's default)."""
     task = load_task(task_name)
     verifier = (task.config.get("metadata") or {}).get("verifier")
@@ -67,8 +69,11 @@ def grade_file(task_name: str, path: Path, out: Path | None = None, timeout: flo
     pairs = read_pairs(path, golds_by_name(task) if verifier == "lean" else None)
     if timeout is None:
         timeout = DEFAULT_TIMEOUTS[verifier]
-    verdicts = VERIFIERS[verifier](pairs, timeout=timeout, workers=workers)
-    lines = "".join(json.dumps(v.to_dict()) + "\n" for v in verdicts)
+    verdicts = VERIFIERS[verifier]([(gold, completion) for _, gold, completion in pairs], timeout=timeout,
+                                   workers=workers)
+    # each verdict names the input line it grades and the gold it was graded against
+    lines = "".join(json.dumps({"line": number, "gold": gold, **v.to_dict()}) + "\n"
+                    for (number, gold, _), v in zip(pairs, verdicts))
     if out is None:
         sys.stdout.write(lines)
     else:

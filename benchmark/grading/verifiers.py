@@ -90,11 +90,9 @@ def _verify(gold: str, completion: str) -> Verdict:
     gold_parsed = parse(f"\\boxed{{{gold}}}", parsing_timeout=None)
     if not gold_parsed:
         return Verdict(False, boxed, NO_GOLD)
-    if boxed is not None:
-        answer, extracted = parse(f"\\boxed{{{boxed}}}", parsing_timeout=None), boxed
-    else:  # no box: math-verify's own extraction on the whole completion
-        answer = parse(completion, parsing_timeout=None)
-        extracted = str(answer[-1]) if answer else None
+    if boxed is None:  # the task's rule: the answer is the last \\boxed{}; "I think it's 5" states none
+        return Verdict(False, None, NO_ANSWER)
+    answer, extracted = parse(f"\\boxed{{{boxed}}}", parsing_timeout=None), boxed
     if not answer:
         return Verdict(False, extracted, NO_ANSWER)
     correct = verify(gold_parsed, answer, timeout_seconds=None)

@@ -75,11 +75,16 @@ def _creation_lock(store: Path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+EXPERIMENT_KIND = "custom_model_development"
+
+
 def experiment_id(mlflow_client, workload_name: str, experiment: str | None = None) -> str:
     """The id of the experiment `replaybench/<workload_name>` (or `experiment`, e.g. eval/math500), created if new."""
     name = experiment or experiment_name(workload_name)
     exp = mlflow_client.get_experiment_by_name(name)
     if exp is not None:
+        if "mlflow.experimentKind" not in exp.tags:  # a store from before the kind was set
+            mlflow_client.set_experiment_tag(exp.experiment_id, "mlflow.experimentKind", EXPERIMENT_KIND)
         return exp.experiment_id
     location = None
     if tracking_uri().startswith("sqlite:"):  # keep artifacts under runs/, not ./mlruns of the cwd
@@ -87,7 +92,9 @@ def experiment_id(mlflow_client, workload_name: str, experiment: str | None = No
     from mlflow.exceptions import MlflowException
 
     try:
-        return mlflow_client.create_experiment(name, artifact_location=location)
+        # the kind makes `mlflow ui` open on the runs (training), not on its GenAI traces view
+        return mlflow_client.create_experiment(name, artifact_location=location,
+                                               tags={"mlflow.experimentKind": EXPERIMENT_KIND})
     except MlflowException as exc:  # another process created it since the lookup
         if exc.error_code != "RESOURCE_ALREADY_EXISTS":
             raise

@@ -90,6 +90,8 @@ def test_run_takes_a_name_and_tags_of_the_users_own(tiny_checkpoint, isolated_ru
     tags = run.data.tags
     assert tags["mlflow.runName"] == "kestrel-seed0" and tags["replaybench.name"] == "kestrel"
     assert tags["team"] == "blue" and tags["replaybench.strategy"] == "fifo_uniform"
+    # `mlflow ui` opens a training experiment on its runs, not on the GenAI view
+    assert client().get_experiment(run.info.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
 
 
 def test_run_refuses_a_tag_in_the_benchmarks_namespace(capsys):

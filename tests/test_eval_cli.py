@@ -38,7 +38,10 @@ def test_eval_math500_offline_with_the_cpu_model(isolated_runs, tmp_path, capsys
     assert lines[0]["gold"] == load_task("math500").docs("test")[0]["answer"]
     local = c.download_artifacts(run.info.run_id, "completions.jsonl", str(tmp_path))
     assert open(local).read() == out.read_text()
-    assert "pass@2" in capsys.readouterr().out
+    shown = capsys.readouterr()
+    assert "pass@2" in shown.out
+    # the bar counts the 3 problems of each pass, never 6 "problems"
+    assert "pass 2 of 2: problems sampled (2 each)" in shown.err and "3/3" in shown.err and "6/6" not in shown.err
 
 
 def test_eval_of_the_warm_started_model_on_its_own_task_is_real(isolated_runs):
@@ -123,3 +126,11 @@ def test_bfloat16_weights_load_and_hash(tiny_checkpoint):
     model, _ = load_pretrained(str(tiny_checkpoint), dtype="bfloat16")
     assert next(model.parameters()).dtype == torch.bfloat16
     assert len(weights_hash(model)) == 64  # numpy has no bfloat16: the hash reads raw bytes
+
+
+def test_eval_on_a_bundled_sample_says_it_is_one(isolated_runs, capsys):
+    assert main(["eval", "--model", CPU_MODEL, "--task", "openr1_math", "--split", "heldout", "--greedy", "--n", "1",
+                 "--k", "1", "--limit", "2", "--max-new-tokens", "2"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "is the bundled sample openr1_math_partial_sample.jsonl" in err and "--data-path" in err
+    assert load_task("math500").bundled_sample("test") is None and load_task("math500").bundled_sample("train")

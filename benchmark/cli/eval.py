@@ -96,6 +96,11 @@ def run_eval(args) -> dict:
     docs = task.docs(args.split)[: args.limit]
     if not docs:
         raise EvalError(f"task {args.task}: split {args.split!r} has no documents")
+    sample = None if args.data_path else task.bundled_sample(args.split)
+    if sample is not None:
+        console.print(f"[yellow]warning:[/] split {args.split!r} of {args.task} is the bundled sample {sample.name} "
+                      f"({len(task.docs(args.split))} documents, a smoke-test fixture, not the data set): pass "
+                      "--data-path with a full local copy for a real measurement")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = args.dtype if args.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
     console.print(f"loading {args.model} ({dtype}, {device})")
@@ -108,13 +113,18 @@ def run_eval(args) -> dict:
     passes = (1 in ks) + (ks[-1] > 1 and not reuse)
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, console=console) as bar:
-        job = bar.add_task(f"{args.task}: problems sampled ({args.n} each)", total=passes * len(docs))
-        offset = [0]  # problems of the earlier passes
+        def described(pass_index: int) -> str:
+            of = f", pass {pass_index} of {passes}" if passes > 1 else ""
+            return f"{args.task}{of}: problems sampled ({args.n} each)"
+
+        # the bar counts problems, one pass at a time: 5 problems read 5/5, not 10/10 over two passes
+        job = bar.add_task(described(1), total=len(docs))
+        finished_passes = [0]
 
         def on_batch(done: int) -> None:
-            bar.update(job, completed=offset[0] + done)
-            if done == len(docs):
-                offset[0] += len(docs)
+            bar.update(job, completed=done, description=described(finished_passes[0] + 1))
+            if done == len(docs) and finished_passes[0] + 1 < passes:
+                finished_passes[0] += 1
 
         metrics, sets = pass_at_ks(engine, task, docs, n=args.n, ks=ks, seed=args.seed, greedy=args.greedy,
                                    temperature_pass1=args.temperature, temperature_pass_k=args.temperature_k,

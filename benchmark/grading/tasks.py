@@ -125,7 +125,8 @@ class Task:
             return [self.score(doc, completion) for doc, completion in pairs]
         return [float(reward) for reward in batch(list(pairs))]
 
-    def _load_split(self, split: str) -> list[dict]:
+    def _local_file(self, split: str) -> str | None:
+        """The split's local data file or folder (relative to the task's folder); None: the hub data set."""
         data_path = (self.config.get("metadata") or {}).get("data_path")
         local = data_path.get(split) if isinstance(data_path, dict) else data_path
         if not local and self.config.get("dataset_path", "json") == "json":
@@ -133,6 +134,18 @@ class Task:
             if split not in files:
                 raise TaskError(f"task {self.name}: no data file for split {split!r} in dataset_kwargs.data_files")
             local = files[split]
+        return local or None
+
+    def bundled_sample(self, split: str) -> Path | None:
+        """The bundled sample file a split's documents come from (data/*_sample.jsonl: a smoke-test fixture, not
+        the data set), or None."""
+        key = {"train": self.config["training_split"], "test": self.config["test_split"]}.get(split, split)
+        local = self._local_file(self.config["training_split"] if key == HELDOUT else key)
+        path = self.folder / local if local else None
+        return path if path is not None and "_sample" in path.name else None
+
+    def _load_split(self, split: str) -> list[dict]:
+        local = self._local_file(split)
         if not local:
             return _load_hub(self.name, self.config["dataset_path"], self.config.get("dataset_name"), split)
         path = self.folder / local

@@ -102,17 +102,19 @@ def test_validate_runs_a_sandboxed_dry_run(isolated_runs):
     assert "sandboxed dry run" in result.stderr and "trainer steps" in result.stderr
 
 
-def test_validate_prints_the_dry_runs_whole_error_message(tmp_path, isolated_runs):
-    """The dry run's message in full, on one line, however long: here every parameter the strategy accepts."""
+def test_validate_checks_hyperparameter_names_before_any_dry_run(tmp_path, isolated_runs):
+    """A name the constructor does not take is found by reading the file, in the schema step: exit 2 with the
+    whole message (every parameter the strategy accepts), and no dry run."""
     entry = tmp_path / "entry"
     shutil.copytree(EXAMPLE, entry)
     text = (entry / "submission.yaml").read_text()
     (entry / "submission.yaml").write_text(text.replace("{max_uses: 4}", "{max_uses: 4, fresh_frac: 0.5}"))
     result = subprocess.run([sys.executable, "-m", "benchmark.cli", "validate", str(entry)], cwd=REPO,
                             capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "80"})
-    assert result.returncode == 1, result.stderr
-    failed = next(line for line in result.stderr.splitlines() if line.startswith("dry run failed:"))
-    assert failed.endswith("strategy.py does not take fresh_frac; its parameters are: buffer_size, max_uses")
+    assert result.returncode == 2, result.stderr
+    said = " ".join(result.stderr.split())
+    assert said.endswith("strategy.py does not take fresh_frac; its parameters are: buffer_size, max_uses")
+    assert "dry run" not in said
 
 
 def test_a_dry_runs_multi_line_message_is_kept_whole():

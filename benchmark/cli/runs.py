@@ -202,6 +202,7 @@ def cmd_validate(args) -> int:
 
     sub = load_submission(args.entry)
     workload = sub.workload_for(args.workload)
+    sub.run_specs(args.workload, seeds=[0])  # the hyperparameters' names against the constructor, read not run
     console.print(f"[green]ok[/] {sub.folder / 'submission.yaml'}: {sub.name}, track {sub.track}, "
                   f"(W,T) = ({sub.workers},{sub.trainers}), params {sub.strategy_params()}")
     with tempfile.TemporaryDirectory(prefix="replaybench-validate-") as tmp:
@@ -215,7 +216,10 @@ def cmd_validate(args) -> int:
                    "--set", "eval.pass_k_problems=0", "--set", f"grpo.loss={sub.loss}"]
         command += [f"--set={k}={v}" for k, v in sub.strategy_params().items()]
         command += ["--summary-json", f"{tmp}/summary.json"]
-        result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        console.print(f"dry run: {budget:,.0f} compute units of {args.workload} with the strategy in its sandbox "
+                      "(about 30 s on a laptop core)")
+        with console.status("dry run: training and evaluating"):
+            result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             console.print(f"[red]dry run failed:[/] {escape(dry_run_error(result.stderr))}", soft_wrap=True)
             return 1

@@ -509,3 +509,24 @@ def test_evaluating_minif2f_without_lean_stops_before_the_model_loads(no_lean, t
     assert code == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "Lean is not available" in err and "Traceback" not in err
+
+
+def test_grade_where_every_proof_crashes_stops_naming_the_cause(fake_lean, tmp_path, monkeypatch, capsys):
+    """A toolchain that fails on everything must not read as "0 correct" with exit 0."""
+    monkeypatch.setenv("FAKE_LEAN_MODE", "crash")
+    src, out = tmp_path / "proofs.jsonl", tmp_path / "verdicts.jsonl"
+    src.write_text(json.dumps({"name": "mathd_algebra_10", "completion": "  norm_num"}) + "\n")
+    assert main(["grade", "--task", "minif2f", str(src), "--out", str(out)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Lean crashed on all 1 proofs so far" in err and "replaybench doctor" in err
+    assert json.loads(out.read_text())["reason"] == "crashed"  # the verdicts are kept
+
+
+def test_a_run_stops_when_lean_has_crashed_on_every_proof(fake_lean, monkeypatch):
+    c = checker(workers=4)
+    assert c.check_many([(GOLD, "  norm_num\n")])[0].correct  # Lean judges: later crashes are the proofs'
+    monkeypatch.setenv("FAKE_LEAN_MODE", "crash")
+    assert all(v.reason == lean_output.CRASHED for v in c.check_many([(GOLD, "  norm_num\n")] * 16))
+    fresh = checker(workers=4)
+    with pytest.raises(lean.LeanBroken, match="crashed on all 16 proofs so far"):
+        fresh.check_many([(GOLD, "  norm_num\n")] * 16)

@@ -91,6 +91,7 @@ def cmd_grade(args) -> int:
         console.print(f"[red]error:[/] {exc}")
         return 2
     console.print(f"graded {s['graded']}: {s['correct']} correct, {s['timeouts']} timed out"
+                  + (f", {s['crashed']} crashed (Lean ended without a verdict)" if s["crashed"] else "")
                   + (f"; verdicts in {args.out}" if args.out else ""))
     return 0
 

@@ -78,5 +78,8 @@ def grade_file(task_name: str, path: Path, out: Path | None = None, timeout: flo
         sys.stdout.write(lines)
     else:
         Path(out).write_text(lines)
+    crashed = [v for v in verdicts if v.reason == lean.CRASHED]
+    if verdicts and len(crashed) == len(verdicts):  # written first: the verdicts are kept all the same
+        raise GradingError(lean.broken_message(len(crashed), crashed[0].detail, lean.lean_setup()))
     return {"graded": len(verdicts), "correct": sum(v.correct for v in verdicts),
-            "timeouts": sum(v.reason == TIMEOUT for v in verdicts)}
+            "timeouts": sum(v.reason == TIMEOUT for v in verdicts), "crashed": len(crashed)}

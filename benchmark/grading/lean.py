@@ -280,6 +280,7 @@ class LeanChecker:
     def __init__(self, setup: LeanSetup, workers: int = 2):
         self.setup, self.workers = setup, workers
         self._idle: queue.LifoQueue = queue.LifoQueue()  # REPL processes waiting for a proof (repl mode)
+        self.crashes, self.verdicts = 0, 0  # Lean's own verdicts (crashes excluded) since the checker started
 
     def check(self, gold: str, completion: str) -> LeanVerdict:
         name = theorem_name(gold)
@@ -298,9 +299,16 @@ class LeanChecker:
         return verdict
 
     def check_many(self, pairs, workers: int | None = None) -> list[LeanVerdict]:
-        """check() over (gold, completion) pairs, `workers` (default: the checker's) at a time, in order."""
+        """check() over (gold, completion) pairs, `workers` (default: the checker's) at a time, in order.
+        Raises LeanBroken once CRASHES_BEFORE_STOP proofs have crashed and Lean has yet to judge one."""
         with ThreadPoolExecutor(workers or self.workers) as pool:
-            return list(pool.map(lambda pair: self.check(*pair), pairs))
+            verdicts = list(pool.map(lambda pair: self.check(*pair), pairs))
+        crashed = [v for v in verdicts if v.reason == CRASHED]
+        self.crashes += len(crashed)
+        self.verdicts += len(verdicts) - len(crashed)
+        if self.verdicts == 0 and self.crashes >= CRASHES_BEFORE_STOP:
+            raise LeanBroken(broken_message(self.crashes, crashed[0].detail, self.setup))
+        return verdicts
 
     def _take_repl(self, header: str) -> ReplProcess:
         kept = []
@@ -322,6 +330,21 @@ class LeanChecker:
                 self._idle.get_nowait().close()
             except queue.Empty:
                 return
+
+
+# A working toolchain judges proofs (right or wrong); one that crashed on every proof so far is broken, and a run
+# on it would train on reward 0 everywhere.
+CRASHES_BEFORE_STOP = 16
+
+
+class LeanBroken(TaskError):
+    """Lean crashed on every proof so far: the toolchain or the project is broken, not the proofs."""
+
+
+def broken_message(crashes: int, first_detail: str, setup: LeanSetup) -> str:
+    return (f"Lean crashed on all {crashes} proofs so far, without judging one ({first_detail[:300]}): the toolchain "
+            f"or the project {setup.project} is broken, not the proofs. Run `replaybench doctor`, and check that "
+            "`lake env lean --version` runs in the project")
 
 
 _checkers: dict[LeanSetup, LeanChecker] = {}

@@ -1,5 +1,6 @@
 """`replaybench doctor`: one line per component, optional parts never fail the CPU tier, no tracebacks."""
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -35,18 +36,37 @@ def test_doctor_on_a_lean_less_machine(no_lean, capsys):
     assert out.splitlines()[-1].startswith("CPU tier: usable; optional parts missing: lean")
 
 
-def test_doctor_sees_a_lean_toolchain_and_project(tmp_path, monkeypatch, capsys):
+def lean_install(tmp_path, monkeypatch, pinned="leanprover/lean4:v4.24.0", lake_says="Lake version 5.0.0 (Lean "
+                 "version 4.24.0)", mathlib_rev="f897ebcf72cd16f89ab4577d0c826cd14afaafc7"):
     bin_dir, project = tmp_path / "bin", tmp_path / "project"
     bin_dir.mkdir()
-    for tool, version in (("lake", "Lake version 5.0.0 (Lean version 4.24.0)"), ("lean", "Lean (version 4.24.0)")):
+    for tool, version in (("lake", lake_says), ("lean", "Lean (version 4.24.0)")):
         script = bin_dir / tool
-        script.write_text(f"#!/bin/sh\necho '{version}'\n")
+        script.write_text(f"#!/bin/sh\necho '{version}'\n" if version else "#!/bin/sh\n")
         script.chmod(script.stat().st_mode | stat.S_IEXEC)
     (project / ".lake" / "packages" / "mathlib").mkdir(parents=True)
     (project / "lakefile.lean").write_text("")
-    (project / "lean-toolchain").write_text("leanprover/lean4:v4.24.0\n")
+    (project / "lean-toolchain").write_text(pinned + "\n")
+    (project / "lake-manifest.json").write_text(json.dumps({"packages": [{"name": "mathlib", "rev": mathlib_rev}]}))
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv(lean.PROJECT_ENV, str(project))
+
+
+@pytest.mark.parametrize("setting, problem", [
+    ({"pinned": "leanprover/lean4:v4.9.0"}, "is pinned to leanprover/lean4:v4.9.0; minif2f expects "
+                                            "leanprover/lean4:v4.24.0"),
+    ({"lake_says": ""}, "--version reports no version"),
+    ({"mathlib_rev": "0123456789ab" * 3 + "0123"}, "its Mathlib is rev 0123456789ab; minif2f expects f897ebcf72cd"),
+])
+def test_doctor_flags_a_lean_install_other_than_the_tasks(setting, problem, tmp_path, monkeypatch, capsys):
+    lean_install(tmp_path, monkeypatch, **setting)
+    doctor.run_doctor()
+    row = " ".join(lines_by_component(capsys.readouterr().out)["lean"].split())
+    assert not row.startswith("ok ") and problem in row
+
+
+def test_doctor_sees_a_lean_toolchain_and_project(tmp_path, monkeypatch, capsys):
+    lean_install(tmp_path, monkeypatch)
     assert doctor.run_doctor() == 0
     row = lines_by_component(capsys.readouterr().out)["lean"]
     assert row.startswith("ok ") and "Lake version 5.0.0" in row and "Lean (version 4.24.0)" in row

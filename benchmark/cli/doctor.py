@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import os
 import socket
 import sqlite3
@@ -110,7 +111,27 @@ def check_checkpoint() -> Finding:
 
 def _run_version(command: list[str], cwd: Path | None = None) -> str:
     result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=VERSION_TIMEOUT, check=False)
-    return (result.stdout.strip() or result.stderr.strip()).splitlines()[0] if result.returncode == 0 else ""
+    said = (result.stdout.strip() or result.stderr.strip()).splitlines()
+    return said[0] if result.returncode == 0 and said else ""
+
+
+def expected_lean_versions() -> tuple[str, str | None]:
+    """The minif2f task's Lean toolchain and Mathlib revision (its metadata)."""
+    import re
+
+    from benchmark.grading.tasks import load_task
+
+    meta = load_task("minif2f").config.get("metadata") or {}
+    rev = re.search(r"\brev ([0-9a-f]{40})", str(meta.get("mathlib", "")))
+    return str(meta.get("lean_version")), rev.group(1) if rev else None
+
+
+def _manifest_rev(manifest: Path, package: str) -> str | None:
+    try:
+        packages = json.loads(manifest.read_text()).get("packages", [])
+    except (OSError, ValueError, AttributeError):
+        return None
+    return next((p.get("rev") for p in packages if isinstance(p, dict) and p.get("name") == package), None)
 
 
 def check_lean() -> Finding:
@@ -118,21 +139,33 @@ def check_lean() -> Finding:
 
     lake = lean.find_lake()
     project = os.environ.get(lean.PROJECT_ENV)
+    expected_lean, expected_mathlib_rev = expected_lean_versions()
     parts, missing = [], []
     if lake:
-        parts.append(_run_version([lake, "--version"]) or f"{lake} (no version)")
+        version = _run_version([lake, "--version"])
+        if version:
+            parts.append(version)
+        else:
+            missing.append(f"{lake} --version reports no version (a broken toolchain)")
         lean_exe = Path(lake).with_name("lean")
         if lean_exe.is_file():
             parts.append(_run_version([str(lean_exe), "--version"]) or "lean (no version)")
     else:
         missing.append("no lake/lean on PATH or in ~/.elan/bin")
     if project:
-        problems = lean.project_problems(Path(project).expanduser())
+        folder = Path(project).expanduser()
+        problems = lean.project_problems(folder)
         missing += problems
         if not problems:
-            toolchain = Path(project).expanduser() / "lean-toolchain"
+            toolchain = folder / "lean-toolchain"
             pinned = toolchain.read_text().strip() if toolchain.is_file() else "no lean-toolchain"
-            parts.append(f"project {project} with Mathlib, {pinned} (minif2f expects leanprover/lean4:v4.24.0)")
+            if pinned != expected_lean:
+                missing.append(f"project {project} is pinned to {pinned}; minif2f expects {expected_lean}")
+            else:
+                parts.append(f"project {project} with Mathlib, {pinned}")
+            mathlib_rev = _manifest_rev(folder / "lake-manifest.json", "mathlib")
+            if expected_mathlib_rev and mathlib_rev and mathlib_rev != expected_mathlib_rev:
+                missing.append(f"its Mathlib is rev {mathlib_rev[:12]}; minif2f expects {expected_mathlib_rev[:12]}")
     else:
         missing.append(f"{lean.PROJECT_ENV} not set")
     detail = "; ".join(parts + missing) + " (optional: needed for minif2f only)"

@@ -4,6 +4,7 @@ verdicts on recorded real Lean output (tests/fixtures/lean/README.md), process h
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -530,3 +531,12 @@ def test_a_run_stops_when_lean_has_crashed_on_every_proof(fake_lean, monkeypatch
     fresh = checker(workers=4)
     with pytest.raises(lean.LeanBroken, match="crashed on all 16 proofs so far"):
         fresh.check_many([(GOLD, "  norm_num\n")] * 16)
+
+
+def test_the_setup_script_pins_the_tasks_versions():
+    script = Path(__file__).resolve().parent.parent / "tasks" / "minif2f" / "setup_lean.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    text, meta = script.read_text(), load_task("minif2f").config["metadata"]
+    assert f'LEAN_TOOLCHAIN="{meta["lean_version"]}"' in text
+    tag = re.search(r'MATHLIB_TAG="([^"]+)"', text).group(1)
+    assert f"tag {tag} " in meta["mathlib"]

@@ -72,7 +72,9 @@ PROJECT_ENV, TIMEOUT_ENV, MEMORY_ENV, MODE_ENV, WORKERS_ENV = (
 
 
 INSTALL_HINT = (
-    "To install: (1) elan, the Lean toolchain manager, with the install script from the Lean website "
+    "To install, on a machine with the internet: `bash tasks/minif2f/setup_lean.sh [FOLDER]` (elan, and a Lean "
+    "project with Mathlib at minif2f's pinned versions), then `export REPLAYBENCH_LEAN_PROJECT=FOLDER`. By hand: "
+    "(1) elan, the Lean toolchain manager, with the install script from the Lean website "
     "(lean-lang.org, Install), which puts `lean` and `lake` in ~/.elan/bin; (2) a Lean project with Mathlib "
     "at the task's version, e.g. `lake new minif2f_check math`, pinned to Lean/Mathlib v4.24.0 for minif2f "
     "(README.md, miniF2F), then `lake exe cache get` in it to download Mathlib's compiled files; "

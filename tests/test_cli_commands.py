@@ -46,7 +46,8 @@ def test_baselines_with_an_unknown_name_is_a_user_error(isolated_runs):
     assert find_runs("arith-tiny") == []
 
 
-def test_submit_runs_the_entry_sandboxed_with_its_content_hash_on_record(tiny_checkpoint, isolated_runs, tmp_path):
+def test_submit_runs_the_entry_sandboxed_with_its_content_hash_on_record(tiny_checkpoint, isolated_runs, tmp_path,
+                                                                         capsys):
     entry = tmp_path / "entry"
     shutil.copytree(EXAMPLE, entry)
     (entry / "submission.yaml").write_text(
@@ -62,6 +63,8 @@ def test_submit_runs_the_entry_sandboxed_with_its_content_hash_on_record(tiny_ch
     workload_file.write_text(yaml.safe_dump(workload))
 
     assert main(["submit", str(entry), "--workload", str(workload_file), "--seeds", "0", "2"]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert "2 runs, 2 at a time (no finished run of arith-tiny in this store to estimate the time from)" in said
     first_hash = load_submission(entry).content_sha256()
     runs = find_runs("arith-tiny")
     assert sorted(r.data.tags["replaybench.seed"] for r in runs) == ["0", "2"]
@@ -79,6 +82,8 @@ def test_submit_runs_the_entry_sandboxed_with_its_content_hash_on_record(tiny_ch
 
     (entry / "strategy.py").write_text((entry / "strategy.py").read_text() + "\n# changed\n")
     assert main(["submit", str(entry), "--workload", str(workload_file), "--seeds", "0"]) == 0
+    assert "1 run, 1 at a time: under a minute (from the wall times of 2 finished runs in this store)" in " ".join(
+        capsys.readouterr().err.split())
     hashes = {r.data.tags["replaybench.submission_sha256"] for r in find_runs("arith-tiny")}
     assert hashes == {first_hash, load_submission(entry).content_sha256()} and len(hashes) == 2
 

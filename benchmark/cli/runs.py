@@ -107,10 +107,39 @@ def run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, la
         return run(spec, resume=resume, summary_json=summary_json, progress=progress, executor_options=executor_options)
 
 
+def time_estimate(runs: list[tuple[RunSpec, str]], jobs: int) -> str:
+    """"8 runs, 2 at a time: about 25 minutes (...)", from the wall time per compute unit of the finished runs of
+    the same workload (and strategy, where there are some) in this store; no guess where there are none."""
+    import statistics
+
+    from benchmark.tracking import find_runs
+
+    rates: dict[tuple[str, str | None], list[float]] = {}
+    for name in {spec.workload.name for spec, _ in runs}:
+        for r in find_runs(name, f"tags.`{TAG}status` = 'finished'"):
+            seconds, budget = r.data.metrics.get("wall/total_seconds"), r.data.params.get("workload.budget")
+            if seconds and budget and float(budget) > 0:
+                for key in ((name, r.data.tags.get(f"{TAG}strategy")), (name, None)):
+                    rates.setdefault(key, []).append(seconds / float(budget))
+    at_once = min(jobs, len(runs))
+    head = f"{len(runs)} run{'s' if len(runs) > 1 else ''}, {at_once} at a time"
+    per_run = []
+    for spec, _ in runs:
+        known = rates.get((spec.workload.name, spec.strategy_name)) or rates.get((spec.workload.name, None))
+        if not known:
+            return f"{head} (no finished run of {spec.workload.name} in this store to estimate the time from)"
+        per_run.append(statistics.median(known) * spec.workload.budget)
+    minutes = max(max(per_run), sum(per_run) / at_once) / 60
+    n = len(rates.get((runs[0][0].workload.name, None), []))
+    about = "under a minute" if minutes < 1 else f"about {minutes:.0f} minute{'s' if round(minutes) != 1 else ''}"
+    return f"{head}: {about} (from the wall times of {n} finished runs in this store)"
+
+
 def run_all(runs: list[tuple[RunSpec, str]], jobs: int) -> list[dict | StrategyError]:
     """Each run's summary, or the StrategyError it failed with (recorded in MLflow as failed; the other runs go
     on), in the order of `runs` (spec, label): `jobs` at a time in worker processes, or with one job one after
     another in this process."""
+    console.print(time_estimate(runs, jobs if len(runs) > 1 else 1))
     if jobs > 1 and len(runs) > 1:
         outcomes = run_parallel(runs, jobs)
         for (_, label), outcome in zip(runs, outcomes):

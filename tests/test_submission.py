@@ -94,9 +94,14 @@ def test_missing_folder_names_the_fix(tmp_path):
         load_submission(tmp_path / "nothing")
 
 
+ENTRIES = sorted(p.parent for p in (REPO / "submissions").glob("*/submission.yaml"))
+
+
 @pytest.mark.slow
-def test_validate_runs_a_sandboxed_dry_run(isolated_runs):
-    result = subprocess.run([sys.executable, "-m", "benchmark.cli", "validate", str(EXAMPLE)], cwd=REPO,
+@pytest.mark.parametrize("entry", ENTRIES, ids=[p.name for p in ENTRIES])
+def test_every_entry_in_submissions_validates_with_a_sandboxed_dry_run(entry, isolated_runs):
+    """What a pull request adds under submissions/ is checked here, in CI: schema, names, a short dry run."""
+    result = subprocess.run([sys.executable, "-m", "benchmark.cli", "validate", str(entry)], cwd=REPO,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "sandboxed dry run" in result.stderr and "trainer steps" in result.stderr

@@ -208,6 +208,13 @@ def test_a_plain_build_writes_the_local_board_and_publishing_needs_the_target_ru
     said = " ".join((out.out + out.err).split())
     assert "this store holds 0 of the 4 reference runs that set the target" in said
     assert "no entry is ranked yet: `replaybench baselines`" in said
+    local = json.loads((isolated_runs / "leaderboard" / "results.json").read_text())
+    published = json.loads((REPO / "leaderboard" / "results.json").read_text())
+    ref = next(e for e in published["entries"] if e["reference"])["workloads"]["arith-tiny"]
+    shown = local["workloads"]["arith-tiny"]["published_reference"]  # the newcomer's runs get a curve to compare
+    assert shown["run_ids"] == ref["run_ids"] and shown["accuracy_curve"] == ref["accuracy_curve"]
+    page = (isolated_runs / "leaderboard" / "index.html").read_text()
+    assert "reference of the published board" in page and 'id="curves-arith-tiny"' in page
 
     assert main(["leaderboard", "build", "--publish"]) == 2
     said = " ".join(capsys.readouterr().err.split())

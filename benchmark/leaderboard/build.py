@@ -253,7 +253,35 @@ def score_from_mlflow(workload: str | None = None, track: str | None = None,
     uri = tracking.tracking_uri()
     with reading_store(uri):
         records = load_runs(None if not workload else [workload])
-    return build_results(records, targets, track=track, tracking_uri=uri)
+    results = build_results(records, targets, track=track, tracking_uri=uri)
+    attach_published_reference(results)
+    return results
+
+
+def published_reference(workload: str, target_created: str) -> dict | None:
+    """The reference's median curve on the published board (leaderboard/results.json) when that board scores
+    `workload` against the same frozen target; else None."""
+    try:
+        published = json.loads((LEADERBOARD_DIR / "results.json").read_text())
+        w = published["workloads"][workload]
+        if w["target_created"] != target_created:
+            return None
+        ref = next(e for e in published["entries"] if e["reference"])
+        return {"label": ref["label"], "workers": ref["workers"], "trainers": ref["trainers"],
+                "accuracy_curve": ref["workloads"][workload]["accuracy_curve"],
+                "run_ids": ref["workloads"][workload]["run_ids"], "source": "leaderboard/results.json"}
+    except (OSError, ValueError, KeyError, StopIteration):
+        return None
+
+
+def attach_published_reference(results: dict) -> None:
+    """A store without the runs behind a target (a newcomer's) gets the published reference curve to compare
+    with, taken from the published board and marked as such."""
+    for w, d in results["workloads"].items():
+        if d.get("target_runs_missing") and not any(e["reference"] for e in results["entries"]):
+            ref = published_reference(w, d["target_created"])
+            if ref:
+                d["published_reference"] = ref
 
 
 def results_json(results: dict) -> str:

@@ -195,7 +195,12 @@ def render_html(results: dict) -> str:
                   f'{format_compute(info["reference_compute_to_target"])}.'
                   + (f" The plots show the first {PLOTTED_ENTRIES} entries by rank." if len(results["entries"])
                      > len(plotted) else "") + "</p>"]
-        if not plotted:
+        if info.get("published_reference"):
+            ref = info["published_reference"]
+            parts.append(f'<p class="note">This store lacks the reference runs; the dashed curve is the reference '
+                         f'of the published board (<code>{_esc(ref["source"])}</code>, runs '
+                         f'{_esc(", ".join(ref["run_ids"]))}), for comparison.</p>')
+        if not plotted and not info.get("published_reference"):
             parts.append("<p>No ranked entry yet: nothing to plot.</p>")
             continue
         for kind, plot, caption in (
@@ -206,6 +211,8 @@ def render_html(results: dict) -> str:
                 ("replay", replay_plot, "Replay ratio (each rollout's average number of uses) and mean "
                                         "off-policiness (policy versions between generating a sample and "
                                         "training on it), per seed from its summary.json.")):
+            if not plotted and kind != "curves":
+                continue
             parts.append(f'<figure class="plot" id="{kind}-{_esc(w)}">{plot(results, w, plotted, colours)}'
                          f"<figcaption>{_esc(caption)}</figcaption></figure>")
     parts.append("<h2>Not ranked</h2>")

@@ -103,3 +103,41 @@ def test_run_refuses_a_tag_in_the_benchmarks_namespace(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["run", "--strategy", "baselines/fifo_uniform.py", "--tag", "replaybench.status=finished"])
     assert exc.value.code == 2 and "the benchmark's own" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_newcomers_journey_from_a_copied_entry_to_the_local_board(tiny_checkpoint, isolated_runs, tmp_path,
+                                                                    capsys):
+    """Copy the example, rename it, validate, preview; the entry is then seen by its name in the terminal and on
+    the local page beside the published reference curve, and the published files are untouched."""
+    published = {p.name: p.read_bytes() for p in (REPO / "leaderboard").iterdir() if p.is_file()}
+    entry = tmp_path / "kestrel"
+    shutil.copytree(EXAMPLE, entry)
+    (entry / "submission.yaml").write_text(
+        (entry / "submission.yaml").read_text().replace("name: example_entry", "name: kestrel"))
+    assert main(["validate", str(entry)]) == 0
+    workload = yaml.safe_load((REPO / "workloads" / "arith-tiny.yaml").read_text())
+    for key, value in small_overrides(tiny_checkpoint, **{k: v for k, v in TINY.items() if k != "budget"}).items():
+        *parents, last = key.split(".")
+        target = workload
+        for part in parents:
+            target = target[part]
+        target[last] = value
+    workload_file = tmp_path / "arith-tiny.yaml"
+    workload_file.write_text(yaml.safe_dump(workload))
+    capsys.readouterr()
+
+    assert main(["submit", str(entry), "--workload", str(workload_file), "--preview", "--budget", "20000"]) == 0
+    out = capsys.readouterr()
+    assert "kestrel: preview (seed 0), not ranked" in out.out and "reference median (published)" in out.out
+    assert (isolated_runs / "previews" / "kestrel-arith-tiny.svg").read_text().startswith("<svg")
+    (run,) = find_runs("arith-tiny")
+    assert run.data.tags["mlflow.runName"] == "kestrel-seed0" and run.data.tags["replaybench.preview"] == "true"
+
+    assert main(["leaderboard", "--workload", str(workload_file)]) == 0
+    terminal = capsys.readouterr().out
+    assert "previews (`submit --preview`" in terminal and "│ kestrel" in terminal
+    assert main(["leaderboard", "build"]) == 0
+    page = (isolated_runs / "leaderboard" / "index.html").read_text()
+    assert "kestrel (preview, seed 0, not ranked)" in page and "reference of the published board" in page
+    assert {p.name: p.read_bytes() for p in (REPO / "leaderboard").iterdir() if p.is_file()} == published

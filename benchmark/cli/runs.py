@@ -9,7 +9,9 @@ import json
 import sys
 from pathlib import Path
 
+from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from benchmark.cli.options import add_executor_option, add_workload_options, console, workload_from_args
 from benchmark.cli.parallel import default_jobs, last_accuracy, progress_bar, progress_status, run_parallel
@@ -67,6 +69,11 @@ def add_parsers(subparsers) -> None:
     p.add_argument("entry", help="the submission folder")
     p.add_argument("--workload", default="arith-tiny", help="workload name or .yaml path (default: arith-tiny)")
     p.add_argument("--seeds", type=int, nargs="+", help="default: the workload's pinned seeds")
+    p.add_argument("--preview", action="store_true",
+                   help="a short run on one seed, never ranked, printed and plotted beside the published reference "
+                        "(a few minutes)")
+    p.add_argument("--budget", type=float, metavar="UNITS",
+                   help=f"with --preview: its compute budget (default: {PREVIEW_FRACTION:.0%} of the workload's)")
     add_executor_option(p)
     add_jobs_option(p)
     p.set_defaults(func=cmd_submit)
@@ -259,6 +266,54 @@ def cmd_validate(args) -> int:
     return 0
 
 
+PREVIEW_FRACTION = 0.25  # of the workload's budget: a few minutes on the CPU tier
+
+
+def submit_preview(sub, args, tags: dict) -> int:
+    """One seed at a short budget, tagged a preview (never ranked), then its curve beside the published
+    reference's: a table here and a plot in runs/previews/."""
+    from benchmark import tracking
+    from benchmark.leaderboard.build import published_reference
+    from benchmark.leaderboard.plots import preview_plot
+    from benchmark.leaderboard.targets import load_target
+
+    workload = sub.workload_for(args.workload)
+    budget = args.budget or PREVIEW_FRACTION * workload.budget
+    seed = (args.seeds or workload.seeds)[0]
+    (spec,) = sub.run_specs(args.workload, [seed], budget=budget)
+    spec.tags, spec.executor, spec.name = {**tags, "preview": "true"}, args.executor, sub.name
+    spec.attachments = {"submission.yaml": (sub.folder / "submission.yaml").read_text()}
+    console.print(f"preview of {sub.name}: seed {seed}, {budget:,.0f} of {workload.budget:,.0f} compute units; "
+                  "never ranked")
+    (outcome,) = run_all([(spec, f"{sub.name} preview seed {seed}")], 1)
+    if isinstance(outcome, StrategyError):
+        return 1
+    try:
+        target = load_target(workload.name)
+        reference = published_reference(workload.name, target["created"])
+    except LeaderboardError:
+        target, reference = None, None
+    curve = outcome["eval_curve"]
+    table = Table(title=f"{sub.name}: preview (seed {seed}), not ranked")
+    for col in ("compute", sub.name, "reference median (published)" if reference else "reference: no published "
+                "board for this workload"):
+        table.add_column(col, justify="right")
+    ref_at = dict(zip(reference["accuracy_curve"]["compute"], reference["accuracy_curve"]["median"])) if reference \
+        else {}
+    for point in curve:
+        theirs = ref_at.get(point["compute"])
+        table.add_row(f"{point['compute']:,.0f}", f"{point['accuracy']:.3f}",
+                      "-" if theirs is None else f"{theirs:.3f}")
+    Console().print(table)
+    out = tracking.RUNS_DIR / "previews" / f"{sub.name}-{workload.name}.svg"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(preview_plot(sub.name, curve, reference, target["target_accuracy"] if target else None, budget)
+                   + "\n")
+    console.print(f"plot: {out}; MLflow run {outcome['mlflow_run_id']} (tagged {TAG}preview, never ranked); "
+                  f"the ranked run: `replaybench submit {args.entry}`")
+    return 0
+
+
 def dry_run_error(stderr: str) -> str:
     """The message of the child's last `error: ...` with its continuation lines, or else (a crash) the last
     lines it wrote."""
@@ -272,6 +327,10 @@ def dry_run_error(stderr: str) -> str:
 def cmd_submit(args) -> int:
     sub = load_submission(args.entry)
     tags = {"submission": sub.name, "submission_sha256": sub.content_sha256(), "track": sub.track}
+    if args.budget is not None and not args.preview:
+        raise WorkloadError("--budget goes with --preview: a ranked submission runs the workload's own budget")
+    if args.preview:
+        return submit_preview(sub, args, tags)
     jobs = jobs_of(args)
     runs = []
     for spec in sub.run_specs(args.workload, args.seeds):

@@ -99,9 +99,16 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
                          "name": rec.name or rec.strategy, "group": rec.group, "seed": rec.seed, "track": rec.track,
                          "reason": reason})
 
+    previews = []  # `submit --preview` runs: shown beside the board, never ranked
     for rec in records:
         if track is not None and rec.track != track and rec.run_id not in ref_ids and rec.group not in ref_groups:
             continue
+        if rec.preview and rec.workload in targets and rec.status == "finished" and rec.summary:
+            previews.append({"workload": rec.workload, "name": rec.name or rec.strategy, "run_id": rec.run_id,
+                             "seed": rec.seed, "budget": rec.summary["config"]["workload"]["budget"],
+                             "best_accuracy": max(p["accuracy"] for p in rec.summary["eval_curve"]),
+                             "accuracy_curve": {"compute": [p["compute"] for p in rec.summary["eval_curve"]],
+                                                "accuracy": [p["accuracy"] for p in rec.summary["eval_curve"]]}})
         if rec.workload not in targets:
             unscored[rec.workload] = unscored.get(rec.workload, 0) + 1
             continue
@@ -232,6 +239,7 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
                           "target_runs_missing": sorted(set(t["run_ids"]) - present)} for w, t in targets.items()},
         "entries": entries,
         "not_ranked": not_ranked,
+        "previews": sorted(previews, key=lambda p: (p["workload"], p["name"], p["run_id"])),
         "excluded_runs": excluded,
         "unscored_workloads": {w: {"runs": n, "fix": f"replaybench leaderboard freeze-target --workload {w}"}
                                for w, n in sorted(unscored.items())},

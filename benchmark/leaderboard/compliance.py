@@ -53,7 +53,9 @@ def digest(obj) -> str:
 
 
 def exclusion_reason(rec: RunRecord) -> str | None:
-    """Why a run cannot be scored at all (failed, unfinished, no summary.json); None when it can."""
+    """Why a run cannot be scored at all (a preview, failed, unfinished, no summary.json); None when it can."""
+    if rec.preview:
+        return "preview (`submit --preview`): a short run to look at, never ranked"
     if rec.status == "finished":
         if rec.summary is None:
             return "incomplete: " + (rec.problem or "summary.json missing")

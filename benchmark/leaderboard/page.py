@@ -200,7 +200,8 @@ def render_html(results: dict) -> str:
             parts.append(f'<p class="note">This store lacks the reference runs; the dashed curve is the reference '
                          f'of the published board (<code>{_esc(ref["source"])}</code>, runs '
                          f'{_esc(", ".join(ref["run_ids"]))}), for comparison.</p>')
-        if not plotted and not info.get("published_reference"):
+        previews = [p for p in results.get("previews", []) if p["workload"] == w]
+        if not plotted and not info.get("published_reference") and not previews:
             parts.append("<p>No ranked entry yet: nothing to plot.</p>")
             continue
         for kind, plot, caption in (

@@ -64,6 +64,10 @@ def curves_plot(results: dict, workload: str, plotted: list[dict], colours: dict
         ax.fill_between(x, band["q1"], band["q3"], color=REFERENCE_COLOUR, alpha=0.12, linewidth=0)
         ax.plot(x, band["median"], color=REFERENCE_COLOUR, linewidth=1.6, linestyle="--",
                 label=f"{ref['label']} ({ref['workers']},{ref['trainers']}), reference, published board")
+    for i, p in enumerate(x for x in results.get("previews", []) if x["workload"] == workload):
+        ax.plot([c / _M for c in p["accuracy_curve"]["compute"]], p["accuracy_curve"]["accuracy"],
+                color=COLOURS[(len(plotted) + i) % len(COLOURS)], linestyle=":", marker=".", linewidth=1.2,
+                label=f"{p['name']} (preview, seed {p['seed']}, not ranked)")
     ax.axhline(w["target_accuracy"], color="0.35", linewidth=0.8, linestyle=":")
     ax.annotate(f"target {w['target_accuracy']:.3f}", (0, w["target_accuracy"]), xytext=(4, 3),
                 textcoords="offset points", fontsize=8, color="0.35")
@@ -71,9 +75,29 @@ def curves_plot(results: dict, workload: str, plotted: list[dict], colours: dict
     ax.set(xlabel="compute (M units)", ylabel="eval accuracy",
            title=f"{workload}: accuracy vs compute (median over seeds, band: 25–75%)")
     ax.grid(alpha=0.3)
-    if plotted or w.get("published_reference"):
+    if plotted or w.get("published_reference") or results.get("previews"):
         _legend_outside(ax)
     return _svg(fig, f"curves-{workload}")
+
+
+def preview_plot(name: str, curve: list[dict], reference: dict | None, target: float | None, budget: float) -> str:
+    """`submit --preview`: one run's accuracy curve beside the published reference's median (and band)."""
+    fig, ax = _figure(8, 3.6)
+    if reference:
+        band = reference["accuracy_curve"]
+        x = [c / _M for c in band["compute"]]
+        ax.fill_between(x, band["q1"], band["q3"], color=REFERENCE_COLOUR, alpha=0.12, linewidth=0)
+        ax.plot(x, band["median"], color=REFERENCE_COLOUR, linestyle="--", linewidth=1.4,
+                label=f"{reference['label']}, reference (published board)")
+    ax.plot([p["compute"] / _M for p in curve], [p["accuracy"] for p in curve], color=COLOURS[0], marker="o",
+            markersize=3, linewidth=1.6, label=f"{name} (preview, one seed)")
+    if target is not None:
+        ax.axhline(target, color="0.35", linewidth=0.8, linestyle=":")
+    ax.axvline(budget / _M, color="0.6", linewidth=0.8)
+    ax.set(xlabel="compute (M units)", ylabel="eval accuracy", title=f"{name}: preview, not ranked")
+    ax.grid(alpha=0.3)
+    _legend_outside(ax)
+    return _svg(fig, f"preview-{name}")
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:

@@ -129,6 +129,14 @@ def print_leaderboard(results: dict, console=None) -> None:
         for n in results["not_ranked"]:
             t.add_row(n["key"], n["reason"], str(len(n["run_ids"])))
         console.print(t)
+    if results.get("previews"):
+        t = Table(title="previews (`submit --preview`: one seed, a short budget, never ranked)")
+        for col in ("workload", "entry", "seed", "budget", "best accuracy", "run id"):
+            t.add_column(col)
+        for p in results["previews"]:
+            t.add_row(p["workload"], p["name"], str(p["seed"]), format_compute(p["budget"]),
+                      f"{p['best_accuracy']:.3f}", p["run_id"])
+        console.print(t)
     if results["excluded_runs"]:
         t = Table(title="excluded runs")
         for col in ("workload", "entry", "seed", "run id", "reason"):

@@ -33,6 +33,7 @@ class RunRecord:
     start_time: int
     entropy: float | None
     name: str | None = None  # the entry's name (submission.yaml's, a baseline's), when the run carries one
+    preview: bool = False  # `submit --preview`: a short run to look at, never ranked
     summary: dict | None = None
     problem: str | None = None  # why the summary could not be read
 
@@ -80,7 +81,8 @@ def load_runs(workloads: list[str] | None = None, mlflow_client=None) -> list[Ru
             group=_tag(run, "group", ""), seed=int(seed) if seed not in (None, "") else None,
             status=_tag(run, "status", ""), mlflow_status=run.info.status, track=_tag(run, "track", DEFAULT_TRACK),
             workload_version=_tag(run, "workload_version"), start_time=run.info.start_time or 0,
-            entropy=run.data.metrics.get("train/entropy"), name=_tag(run, "name") or _tag(run, "submission"))
+            entropy=run.data.metrics.get("train/entropy"), name=_tag(run, "name") or _tag(run, "submission"),
+            preview=_tag(run, "preview") == "true")
         records.append(rec)
         if rec.status == "finished":
             finished.append((rec, run))

@@ -419,3 +419,38 @@ def test_the_terminal_table_fits_a_narrow_terminal_and_keeps_every_column_in_a_p
     out = io.StringIO()
     print_leaderboard(results, Console(file=out, width=80))  # not a terminal: a file or a pipe
     assert "AUC" in out.getvalue() and max(map(len, out.getvalue().splitlines())) > 80
+
+
+def test_the_published_board_ships_its_runs_and_they_load_into_another_store(store, tmp_path, monkeypatch, capsys):
+    """Every run id on the published page opens (leaderboard/runs/<id>/), and `import-runs` loads them into an
+    empty store from which the same board is built, naming the same runs."""
+    import benchmark.cli.leaderboard
+    import benchmark.leaderboard.build
+    import benchmark.tracking
+
+    published = tmp_path / "published"
+    monkeypatch.setattr(benchmark.cli.leaderboard, "LEADERBOARD_DIR", published)
+    monkeypatch.setattr(benchmark.leaderboard.build, "LEADERBOARD_DIR", published)
+    targets = store["targets"]
+    assert lb("freeze-target", "--workload", WORKLOAD, "--targets", targets) == 0
+    assert lb("build", "--publish", "--targets", targets) == 0
+    board = json.loads((published / "results.json").read_text())
+    shipped = {p.name for p in (published / "runs").iterdir()}
+    assert shipped == set(store["ids"].values())  # scored, held-out, excluded and failed runs alike
+    scored = board["entries"][0]["workloads"][WORKLOAD]["run_ids"][0]
+    record = json.loads((published / "runs" / scored / "run.json").read_text())
+    assert record["tags"]["replaybench.seed"] and (published / "runs" / scored / "summary.json").is_file()
+    assert f'href="runs/{scored}/"' in (published / "index.html").read_text()
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    monkeypatch.setattr(benchmark.tracking, "RUNS_DIR", fresh)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{fresh / 'mlflow.db'}")
+    assert lb("import-runs", published / "runs") == 0
+    assert lb("import-runs", published / "runs") == 0  # twice: nothing twice
+    assert "imported 0 runs" in " ".join(capsys.readouterr().err.split())
+    assert lb("build", "--targets", targets, "--out", tmp_path / "rebuilt") == 0
+    rebuilt = json.loads((tmp_path / "rebuilt" / "results.json").read_text())
+    assert [(e["label"], e["rank"], e["workloads"][WORKLOAD]["run_ids"], e["score"]) for e in rebuilt["entries"]] == [
+        (e["label"], e["rank"], e["workloads"][WORKLOAD]["run_ids"], e["score"]) for e in board["entries"]]
+    assert rebuilt["workloads"][WORKLOAD]["target_runs_missing"] == []

@@ -403,7 +403,7 @@ def test_lean_unavailable_says_what_is_missing_and_how_to_install(no_lean, tmp_p
         lean.lean_setup()
     message = str(error.value)
     for words in ("`lake` is not on PATH", "REPLAYBENCH_LEAN_PROJECT is not set", "elan", "lean-lang.org",
-                  "lake new", "lake exe cache get", "export REPLAYBENCH_LEAN_PROJECT="):
+                  "setup_lean.sh", "lake exe cache get", "export REPLAYBENCH_LEAN_PROJECT="):
         assert words in message
     assert "\n" not in message
     monkeypatch.setenv(lean.PROJECT_ENV, str(tmp_path))  # a folder, but not a Lean project

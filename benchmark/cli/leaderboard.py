@@ -16,6 +16,7 @@ from benchmark.leaderboard.serve import serve
 from benchmark.leaderboard.store import DEFAULT_TRACK
 from benchmark.leaderboard.targets import REFERENCE, freeze_target, target_path
 from benchmark.paths import LEADERBOARD_DIR
+from benchmark.tracking import tracking_uri
 from benchmark.workload import load_workload
 
 
@@ -46,6 +47,9 @@ def add_parsers(subparsers) -> None:
     p = sub.add_parser("serve", help="serve the leaderboard page on http://127.0.0.1:PORT (Ctrl-C stops)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--dir", type=Path, help="folder to serve (default: leaderboard/)")
+    p = sub.add_parser("import-runs", help="load the runs shipped with the published board into your MLflow store",
+                       epilog="example: replaybench leaderboard import-runs && replaybench leaderboard build")
+    p.add_argument("folder", nargs="?", type=Path, help="the shipped runs (default: leaderboard/runs/)")
     p = sub.add_parser("freeze-target", help="freeze a workload's target accuracy from its reference runs (once)")
     p.add_argument("--workload", required=True)
     p.add_argument("--group", help="the reference configuration (replaybench.group) when there are several")
@@ -75,6 +79,13 @@ def cmd_leaderboard(args) -> int:
             print_leaderboard(results)
             err.print(f"wrote {out / 'results.json'}, {out / 'LEADERBOARD.md'} and {out / 'index.html'} "
                       f"(open it, or `replaybench leaderboard serve --dir {out}`)")
+            return 0
+        if action == "import-runs":
+            from benchmark.leaderboard.published import RUNS_FOLDER, import_runs
+
+            imported, present = import_runs(args.folder or LEADERBOARD_DIR / RUNS_FOLDER)
+            err.print(f"imported {imported} runs into {tracking_uri()} ({present} already there); "
+                      "`replaybench leaderboard build` now scores them with yours")
             return 0
         if action == "serve":
             return serve(Path(args.dir) if args.dir else LEADERBOARD_DIR, args.port)

@@ -73,17 +73,14 @@ PROJECT_ENV, TIMEOUT_ENV, MEMORY_ENV, MODE_ENV, WORKERS_ENV = (
 
 INSTALL_HINT = (
     "To install, on a machine with the internet: `bash tasks/minif2f/setup_lean.sh [FOLDER]` (elan, and a Lean "
-    "project with Mathlib at minif2f's pinned versions), then `export REPLAYBENCH_LEAN_PROJECT=FOLDER`. By hand: "
-    "(1) elan, the Lean toolchain manager, with the install script from the Lean website "
-    "(lean-lang.org, Install), which puts `lean` and `lake` in ~/.elan/bin; (2) a Lean project with Mathlib "
-    "at the task's version, e.g. `lake new minif2f_check math`, pinned to Lean/Mathlib v4.24.0 for minif2f "
-    "(README.md, miniF2F), then `lake exe cache get` in it to download Mathlib's compiled files; "
-    f"(3) `export {PROJECT_ENV}=/path/to/minif2f_check`. `replaybench doctor` checks the result.")
+    f"project with Mathlib at minif2f's pinned versions), then `export {PROJECT_ENV}=FOLDER`. By hand: (1) elan, "
+    "the Lean toolchain manager (lean-lang.org, Install), which puts `lean` and `lake` in ~/.elan/bin; (2) a Lean "
+    "project with Mathlib pinned to Lean/Mathlib v4.24.0 for minif2f (README.md, miniF2F), then `lake exe cache "
+    f"get` in it; (3) `export {PROJECT_ENV}=/path/to/it`. `replaybench doctor` checks the result.")
 
 
 class LeanUnavailable(TaskError):
     """No Lean toolchain or no Lean project with Mathlib on this machine; the message says what to install."""
-
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -301,8 +298,8 @@ class LeanChecker:
         return verdict
 
     def check_many(self, pairs, workers: int | None = None) -> list[LeanVerdict]:
-        """check() over (gold, completion) pairs, `workers` (default: the checker's) at a time, in order.
-        Raises LeanBroken once CRASHES_BEFORE_STOP proofs have crashed and Lean has yet to judge one."""
+        """check() over (gold, completion) pairs, `workers` (default: the checker's) at a time, in order;
+        LeanBroken once CRASHES_BEFORE_STOP proofs crashed and Lean has yet to judge one."""
         with ThreadPoolExecutor(workers or self.workers) as pool:
             verdicts = list(pool.map(lambda pair: self.check(*pair), pairs))
         crashed = [v for v in verdicts if v.reason == CRASHED]
@@ -334,9 +331,7 @@ class LeanChecker:
                 return
 
 
-# A working toolchain judges proofs (right or wrong); one that crashed on every proof so far is broken, and a run
-# on it would train on reward 0 everywhere.
-CRASHES_BEFORE_STOP = 16
+CRASHES_BEFORE_STOP = 16  # a toolchain that crashed on every proof so far would train on reward 0 everywhere
 
 
 class LeanBroken(TaskError):

@@ -8,6 +8,7 @@ Rules: leaderboard/README.md.
                                                               (runs/leaderboard/; --publish: leaderboard/)
     replaybench leaderboard serve [--dir D] [--port N]        serve leaderboard/ (or D) on 127.0.0.1
     replaybench leaderboard freeze-target --workload W        freeze W's target from the reference runs
+    replaybench leaderboard import-runs [FOLDER]              load leaderboard/runs/ into your MLflow store
 
 The modules, each importing only modules listed above it (this file holds LeaderboardError alone, so that
 importing the package loads neither MLflow nor matplotlib):
@@ -20,6 +21,7 @@ importing the package loads neither MLflow nor matplotlib):
     render      the terminal table and LEADERBOARD.md, and the cell formats the page shares
     plots       the page's SVG plots (matplotlib, imported when a plot is drawn)
     page        index.html
+    published   the runs behind the published board, shipped in leaderboard/runs/, and loading them into a store
     build       the results dict (every number with its MLflow run ids), and writing the three files
     serve       serving the folder on 127.0.0.1
 

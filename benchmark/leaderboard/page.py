@@ -81,10 +81,17 @@ def _ranking_table(results: dict) -> str:
             f'<tbody>{"".join(body)}</tbody></table>')
 
 
-def _simple_table(table_id: str, header: list[str], rows: list[list[str]], code_cols=()) -> str:
+def _simple_table(table_id: str, header: list[str], rows: list[list[str]], code_cols=(), runs_folder=None) -> str:
+    """code_cols hold run ids: with runs_folder (a published board), each a link to its shipped run."""
+    def cell(j, c):
+        if j not in code_cols:
+            return f"<td>{_esc(c)}</td>"
+        if runs_folder:
+            return f'<td><a href="{_esc(runs_folder)}/{_esc(c)}/"><code>{_esc(c)}</code></a></td>'
+        return f"<td><code>{_esc(c)}</code></td>"
+
     head = "".join(f'<th scope="col">{_esc(h)}</th>' for h in header)
-    body = "".join("<tr>" + "".join(f"<td><code>{_esc(c)}</code></td>" if j in code_cols else f"<td>{_esc(c)}</td>"
-                                    for j, c in enumerate(row)) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(cell(j, c) for j, c in enumerate(row)) + "</tr>" for row in rows)
     return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -100,7 +107,7 @@ def _runs_table(results: dict) -> str:
                              format_number(r.get("offpolicy_mean"), "{:.2f}")])
     return _simple_table("runs", ["entry", "workload", "seed", "MLflow run id", "compute-to-target",
                                   "best acc", "at compute", "AUC", "replay ratio", "off-policiness"], rows,
-                         code_cols=(3,))
+                         code_cols=(3,), runs_folder=results.get("runs_folder"))
 
 
 SCRIPT = """
@@ -229,7 +236,7 @@ def render_html(results: dict) -> str:
             "excluded", ["workload", "entry", "seed", "MLflow run id", "reason"],
             [[x["workload"], x.get("name", x["strategy"]), x["seed"], x["run_id"], x["reason"]]
              for x in results["excluded_runs"]],
-            code_cols=(3,)) + "</div>")
+            code_cols=(3,), runs_folder=results.get("runs_folder")) + "</div>")
     else:
         parts.append("<p>None.</p>")
     for w, info in results["unscored_workloads"].items():

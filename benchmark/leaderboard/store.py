@@ -77,7 +77,9 @@ def load_runs(workloads: list[str] | None = None, mlflow_client=None) -> list[Ru
     for run in _search_all(c, [e.experiment_id for e in exps]):
         seed = _tag(run, "seed")
         rec = RunRecord(
-            run_id=run.info.run_id, workload=_tag(run, "workload", ""), strategy=_tag(run, "strategy", "?"),
+            # a run loaded from a published board (`leaderboard import-runs`) is known by its published id
+            run_id=_tag(run, "published_run_id") or run.info.run_id, workload=_tag(run, "workload", ""),
+            strategy=_tag(run, "strategy", "?"),
             group=_tag(run, "group", ""), seed=int(seed) if seed not in (None, "") else None,
             status=_tag(run, "status", ""), mlflow_status=run.info.status, track=_tag(run, "track", DEFAULT_TRACK),
             workload_version=_tag(run, "workload_version"), start_time=run.info.start_time or 0,

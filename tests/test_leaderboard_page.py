@@ -307,3 +307,29 @@ def test_serve_serves_the_folder_and_stops_on_ctrl_c(board, served):
     proc.send_signal(signal.SIGINT)  # Ctrl-C
     assert proc.wait(timeout=10) == 0
     assert "stopped" in proc.stdout.read()
+
+
+def test_page_at_phone_width_keeps_the_ranking_and_plot_text_readable(board, browser, tmp_path):
+    """At 420 px the rank, the entry and its score are in view, and the plots' text is no smaller than ~7 px
+    (a plot scrolls sideways instead of shrinking); screenshots at 1400 and 420 px are kept."""
+    from selenium.webdriver.common.by import By
+
+    folder = artefact_dir(tmp_path)
+    browser.get((board["out"] / "index.html").as_uri())
+    try:
+        for width in (1400, 420):
+            browser.set_window_size(width, 900)
+            viewport = browser.execute_script("return document.documentElement.clientWidth")
+            for header in ("rank [95%]", "entry", "speedup (geo-mean) [95% CI]"):
+                th = browser.find_element(By.XPATH, f'//table[@id="ranking"]//th[normalize-space()="{header}"]')
+                right = browser.execute_script("return arguments[0].getBoundingClientRect().right", th)
+                assert th.is_displayed() and right <= viewport, (width, header, right, viewport)
+            smallest = browser.execute_script(
+                "return Math.min(...Array.from(document.querySelectorAll('figure svg text'))"
+                ".map(t => t.getBoundingClientRect().height).filter(h => h > 0))")
+            assert smallest >= 7, (width, smallest)
+            height = browser.execute_script("return document.documentElement.scrollHeight")
+            browser.set_window_size(width, min(height + 100, 6000))
+            assert browser.save_screenshot(str(folder / f"leaderboard_page_{width}px.png"))
+    finally:
+        browser.set_window_size(1400, 900)

@@ -168,6 +168,15 @@ figure svg { max-width: 100%; height: auto; }
 figcaption { color: #555; font-size: 0.85rem; }
 code { font-size: 0.85em; }
 details summary { cursor: pointer; margin: 0.5rem 0; }
+@media (max-width: 700px) {  /* a phone: the ranking's key columns in view, plots at a readable scale */
+  body { padding: 0.5rem 0.6rem 2rem; }
+  #ranking th:nth-child(4), #ranking td:nth-child(4), #ranking th:nth-child(5), #ranking td:nth-child(5),
+  #ranking th:nth-child(7), #ranking td:nth-child(7) { display: none; }
+  #ranking td:nth-child(3), #ranking td:nth-child(6) { white-space: normal; min-width: 6rem; }
+  th, td { padding: 0.2rem 0.3rem; }
+  figure { overflow-x: auto; }
+  figure svg { max-width: none; width: 760px; }
+}
 """
 
 

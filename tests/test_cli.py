@@ -255,3 +255,10 @@ def test_grade_names_each_verdicts_line_and_gold_and_wants_a_box(tmp_path):
     verdicts = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(v["line"], v["gold"], v["correct"], v["reason"]) for v in verdicts] == [
         (1, "5", False, "no_answer"), (3, "5", True, "correct")]
+
+
+def test_warmstart_help_lists_only_the_options_it_uses():
+    result = replaybench("warmstart", "--help")
+    assert result.returncode == 0 and "--out" in result.stdout and "default: arith-tiny" in " ".join(
+        result.stdout.split())
+    assert not any(flag in result.stdout for flag in ("--budget", "--workers", "--trainers", "--isolate"))

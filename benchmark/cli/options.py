@@ -24,10 +24,14 @@ def quiet_libraries() -> None:
     logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
-def add_workload_options(p) -> None:
-    p.add_argument("--workload", default="arith-tiny", help="workload name or path of a workload .yaml")
+def add_workload_options(p, run_options: bool = True) -> None:
+    """--workload and --set; with run_options, those of a training run too (budget, split, sandbox)."""
+    p.add_argument("--workload", default="arith-tiny",
+                   help="workload name or path of a workload .yaml (default: arith-tiny)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a workload field (grpo.lr=1e-4) or a strategy hyperparameter (buffer_size=64)")
+    if not run_options:
+        return
     p.add_argument("--budget", type=float, help="compute budget in normalised units (default: the workload's)")
     p.add_argument("--workers", type=int, help="inference workers W (W + T must equal the workload's devices)")
     p.add_argument("--trainers", type=int, help="trainers T")

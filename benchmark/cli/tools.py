@@ -18,8 +18,9 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--check", action="store_true", help="exit non-zero if any workload does not validate")
     p.set_defaults(func=cmd_workloads)
 
-    p = subparsers.add_parser("warmstart", help="(re)build a tiny workload's start checkpoint")
-    add_workload_options(p)
+    p = subparsers.add_parser("warmstart", help="(re)build a tiny workload's start checkpoint",
+                              epilog="example: replaybench warmstart --workload arith-tiny --out /tmp/ckpt")
+    add_workload_options(p, run_options=False)
     p.add_argument("--out", help="output folder (default: the workload's model.checkpoint)")
     p.set_defaults(func=cmd_warmstart)
 

@@ -18,7 +18,6 @@ from pathlib import Path
 import yaml
 
 from benchmark.paths import BASELINES_DIR
-from benchmark.runner import RunSpec
 from benchmark.workload import LOSSES, Workload, load_workload
 
 TRACKS = ("buffer", "open")
@@ -70,6 +69,8 @@ class Submission:
         return load_workload(workload_name, overrides)
 
     def run_specs(self, workload_name: str, seeds: list[int] | None = None, budget: float | None = None):
+        from benchmark.runner import RunSpec  # the engine loads when runs are made, not when an entry is read
+
         workload = self.workload_for(workload_name, budget)
         return [RunSpec(workload, self.strategy, self.strategy_params(), seed, isolated=True)
                 for seed in (seeds if seeds is not None else workload.seeds)]

@@ -262,3 +262,12 @@ def test_warmstart_help_lists_only_the_options_it_uses():
     assert result.returncode == 0 and "--out" in result.stdout and "default: arith-tiny" in " ".join(
         result.stdout.split())
     assert not any(flag in result.stdout for flag in ("--budget", "--workers", "--trainers", "--isolate"))
+
+
+def test_help_loads_none_of_the_engine():
+    """`replaybench --help` and each command's help stay fast: parsing the command line imports no torch."""
+    code = ("import sys; from benchmark.cli.app import build_parser; build_parser(); "
+            "heavy = [m for m in ('torch', 'transformers', 'mlflow', 'matplotlib') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr

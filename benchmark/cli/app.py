@@ -10,17 +10,17 @@ from rich.markup import escape
 from benchmark.cli import doctor, leaderboard, runs, sweep, tools
 from benchmark.cli import eval as evaluation  # not the builtin
 from benchmark.cli.options import console, quiet_libraries
-from benchmark.grading.tasks import TaskError
-from benchmark.rl.generation import EngineError
-from benchmark.rl.policy import PolicyError
-from benchmark.runner import RunError
-from benchmark.strategy import StrategyError
-from benchmark.submission import SubmissionError
-from benchmark.tracking import TrackingError
-from benchmark.workload import WorkloadError
 
-USER_ERRORS = (WorkloadError, StrategyError, TaskError, PolicyError, RunError, SubmissionError, EngineError,
-               TrackingError)
+# The errors a user can cause, by module: looked up when one is raised, so that parsing the command line loads
+# none of the engine (torch); a module that was never imported raised none of them.
+USER_ERRORS = {"benchmark.workload": "WorkloadError", "benchmark.strategy": "StrategyError",
+               "benchmark.grading": "TaskError", "benchmark.rl.policy": "PolicyError",
+               "benchmark.engine.executor": "RunError", "benchmark.submission": "SubmissionError",
+               "benchmark.rl.generation": "EngineError", "benchmark.tracking": "TrackingError"}
+
+
+def user_errors() -> tuple[type, ...]:
+    return tuple(getattr(sys.modules[module], name) for module, name in USER_ERRORS.items() if module in sys.modules)
 COMMAND_MODULES = (runs, sweep, tools, evaluation, doctor, leaderboard)  # each adds its subcommands with add_parsers
 
 
@@ -45,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     quiet_libraries()
     try:
         return args.func(args)
-    except USER_ERRORS as exc:
+    except Exception as exc:
+        if not isinstance(exc, user_errors()):
+            raise
         console.print(f"[red]error:[/] {escape(str(exc))}")  # escaped: messages may hold [brackets]
         return 2
     except KeyboardInterrupt:

@@ -17,14 +17,16 @@ import os
 import queue
 import signal
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import TYPE_CHECKING
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from benchmark.cli.options import console, quiet_libraries
-from benchmark.engine.executor import executor_class
-from benchmark.runner import RunSpec, run
 from benchmark.strategy import StrategyError
 from benchmark.tracking import prepare_store
+
+if TYPE_CHECKING:  # the engine (torch) loads when a run starts, not when the command line is parsed
+    from benchmark.runner import RunSpec
 
 POLL_SECONDS = 0.25  # how often the parent redraws the rows
 
@@ -61,6 +63,7 @@ def _start_worker(updates, stop) -> None:
 
 
 def _run_in_worker(index: int, spec: RunSpec) -> dict:
+    from benchmark.runner import run
     def progress(executor):
         if _stop.is_set():
             raise KeyboardInterrupt  # as an interrupt in process would: the run stays resumable, not failed
@@ -74,6 +77,8 @@ def _run_in_worker(index: int, spec: RunSpec) -> dict:
 def run_parallel(runs: list[tuple[RunSpec, str]], jobs: int) -> list[dict | StrategyError]:
     """Each run's summary, or the StrategyError it failed with, in the order of `runs` (spec, label). Any other
     error stops every run and is raised (the first in that order), as is Ctrl-C."""
+    from benchmark.engine.executor import executor_class
+
     for workload_name, experiment in dict.fromkeys(
             (spec.workload.name, executor_class(spec.executor).experiment(spec.workload.name)) for spec, _ in runs):
         prepare_store(workload_name, experiment)

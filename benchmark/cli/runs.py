@@ -8,6 +8,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -19,11 +20,13 @@ from benchmark.leaderboard import LeaderboardError
 from benchmark.leaderboard.build import score_from_mlflow
 from benchmark.leaderboard.render import print_leaderboard
 from benchmark.leaderboard.store import DEFAULT_TRACK
-from benchmark.runner import RunError, RunSpec, run
 from benchmark.strategy import StrategyError
 from benchmark.submission import load_baselines, load_submission
 from benchmark.tracking import TAG
 from benchmark.workload import WorkloadError, split_overrides
+
+if TYPE_CHECKING:  # the engine (torch) loads when a run starts, not when the command line is parsed
+    from benchmark.runner import RunSpec
 
 
 def add_parsers(subparsers) -> None:
@@ -94,6 +97,8 @@ def positive_int(text: str) -> int:
 
 
 def jobs_of(args) -> int:
+    from benchmark.runner import RunError
+
     if args.executor == "ray":  # one Ray run already spreads its actors over the machine
         if args.jobs not in (None, 1):
             raise RunError("--executor ray runs one run at a time: drop --jobs (or use --jobs 1)")
@@ -103,6 +108,8 @@ def jobs_of(args) -> int:
 
 def run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, label: str = "",
                       executor_options=None) -> dict:
+    from benchmark.runner import run
+
     budget = spec.workload.budget
     with progress_bar() as bar:
         job = bar.add_task(label or f"{spec.strategy_name} seed {spec.seed}", total=budget, status="")
@@ -173,6 +180,8 @@ def user_tag(text: str) -> tuple[str, str]:
 
 
 def cmd_run(args) -> int:
+    from benchmark.runner import RunSpec
+
     workload, strategy_params = workload_from_args(args)
     spec = RunSpec(workload, Path(args.strategy), strategy_params, args.seed, isolated=args.isolate,
                    executor=args.executor, name=args.name, user_tags=dict(args.tag))
@@ -192,6 +201,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_baselines(args) -> int:
+    from benchmark.runner import RunSpec
+
     baselines = load_baselines()
     names = args.strategies or baselines.default
     unknown = [n for n in names if n not in baselines.entries]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
@@ -17,10 +18,12 @@ from benchmark.leaderboard.scoring import median
 from benchmark.leaderboard.store import load_runs, reading_store
 from benchmark.leaderboard.sweep import LEVELS, compute_saved, format_saved
 from benchmark.leaderboard.targets import REFERENCE
-from benchmark.runner import RunSpec
 from benchmark.submission import load_baselines
 from benchmark.tracking import tracking_uri
 from benchmark.workload import WorkloadError, split_overrides
+
+if TYPE_CHECKING:  # the engine (torch) loads when a run starts, not when the command line is parsed
+    from benchmark.runner import RunSpec
 
 
 def add_parsers(subparsers) -> None:
@@ -71,6 +74,8 @@ class Config:
 def plan(args) -> list[Config]:
     """Every configuration of the sweep, the reference first, each with a run spec per seed; every config is
     checked before anything runs."""
+    from benchmark.runner import RunSpec
+
     baselines = load_baselines()
     unknown = [n for n in args.strategies if n not in baselines.entries]
     if unknown:

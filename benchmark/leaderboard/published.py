@@ -35,13 +35,22 @@ def referenced_run_ids(results: dict) -> list[str]:
 def export_runs(results: dict, board_dir: Path, mlflow_client=None) -> int:
     """Write board_dir/runs/<id>/ for every run the board names (and remove folders of runs it no longer names);
     the number of runs written."""
+    from mlflow.exceptions import MlflowException
+
     from benchmark.tracking import client as make_client
 
     c = mlflow_client or make_client()
     folder = Path(board_dir) / RUNS_FOLDER
     wanted = referenced_run_ids(results)
+    written = 0
     for run_id in wanted:
-        run = c.get_run(run_id)
+        try:
+            run = c.get_run(run_id)
+        except MlflowException:  # not in this store (a forced publish): a folder shipped before stays
+            continue
+        if run.data.tags.get(PUBLISHED_ID_TAG):  # imported from a published board: its folder is already the run
+            continue
+        written += 1
         out = folder / run_id
         out.mkdir(parents=True, exist_ok=True)
         record = {"run_id": run_id, "run_name": run.info.run_name, "status": run.info.status,
@@ -59,7 +68,7 @@ def export_runs(results: dict, board_dir: Path, mlflow_client=None) -> int:
     for stale in folder.iterdir() if folder.is_dir() else []:
         if stale.is_dir() and stale.name not in wanted:
             shutil.rmtree(stale)
-    return len(wanted)
+    return written
 
 
 def import_runs(folder: Path, mlflow_client=None) -> tuple[int, int]:

@@ -271,3 +271,30 @@ def test_help_loads_none_of_the_engine():
             "assert not heavy, heavy")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def readme_commands() -> list[str]:
+    """Every `replaybench ...` command in the README's code blocks, continuation lines joined, comments cut."""
+    text = (REPO / "README.md").read_text()
+    commands = []
+    for block in text.split("```")[1::2]:
+        joined = block.replace("\\\n", " ")
+        for line in joined.splitlines():
+            line = line.split(" #")[0].strip()
+            for prefix in (".venv/bin/replaybench ", "replaybench "):
+                if prefix in line:
+                    commands.append(line[line.index(prefix) + len(prefix):].split(";")[0].strip())
+                    break
+    return commands
+
+
+@pytest.mark.parametrize("command", readme_commands())
+def test_every_readme_command_parses(command):
+    """The commands the README shows are ones the command line accepts (the long ones are run elsewhere)."""
+    import shlex
+
+    from benchmark.cli.app import build_parser
+
+    args = shlex.split(command.replace("$W", "arith-tiny").replace("$strategy", "fifo_uniform").replace(
+        "$1", "5").replace("$2", "3").replace("$seed", "0"))
+    build_parser().parse_args(args)  # SystemExit (exit 2) on an unknown flag or command

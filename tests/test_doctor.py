@@ -28,7 +28,7 @@ def test_doctor_on_a_lean_less_machine(no_lean, capsys):
     out = capsys.readouterr().out
     rows = lines_by_component(out)
     assert list(rows) == ["python/torch", "transformers", "math-verify", "lm-eval", "mlflow", "checkpoint",
-                          "lean", "lean-dojo", "vllm", "ray", "gpu"]
+                          "lean", "vllm", "ray", "gpu"]
     for name in ("python/torch", "transformers", "math-verify", "lm-eval", "mlflow", "checkpoint"):
         assert rows[name].startswith("ok ")
     assert rows["lean"].startswith("optional ") and "REPLAYBENCH_LEAN_PROJECT not set" in rows["lean"]

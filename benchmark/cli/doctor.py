@@ -1,7 +1,7 @@
 """`replaybench doctor`: what this machine has, one line per component, and how to fix what is missing.
 
 Required for the CPU tier: Python with torch, transformers, math-verify, lm-eval, a reachable MLflow store
-and the tiny start checkpoint. Optional: Lean + Mathlib (miniF2F), lean-dojo, vLLM, Ray, a GPU. The exit
+and the tiny start checkpoint. Optional: Lean + Mathlib (miniF2F), vLLM, Ray, a GPU. The exit
 status is 0 when every required component is ok, whatever the optional ones say.
 """
 
@@ -193,7 +193,6 @@ def check_gpu() -> Finding:
 REQUIRED = [check_torch, check_transformers, check_math_verify, check_lm_eval, check_mlflow, check_checkpoint]
 OPTIONAL = [
     check_lean,
-    lambda: _optional_package("lean-dojo", "lean_dojo", "lean-dojo", "lean"),
     lambda: _optional_package("vllm", "vllm", "vllm", "gpu"),
     lambda: _optional_package("ray", "ray", "ray", "distributed"),
     check_gpu,

@@ -21,9 +21,6 @@ resident memory: lower REPLAYBENCH_LEAN_MEMORY_GB with care (0 = no limit). Trai
 a batch of proofs (a group of completions) REPLAYBENCH_LEAN_WORKERS Lean processes at a time (default
 min(8, CPU count)); in repl mode each is a REPL with Mathlib loaded, kept for the next batch, so memory
 grows with the worker count.
-
-lean-dojo (the `lean` extra) is a third route for statements that live in a traced repository
-(`check_with_dojo`).
 """
 
 from __future__ import annotations
@@ -46,7 +43,6 @@ from pathlib import Path
 
 from benchmark.grading import TaskError
 from benchmark.grading.lean_output import (
-    CORRECT,
     CRASHED,
     GARBAGE,
     LEAN_ERROR,
@@ -377,22 +373,3 @@ def check_many(pairs, timeout: float | None = None, workers: int = 2) -> list[Le
         return checker.check_many(list(pairs))
     finally:
         checker.close()
-
-
-def check_with_dojo(repo_url: str, commit: str, file_path: str, name: str, proof: str) -> LeanVerdict:
-    """lean-dojo route: run the whole proof as one tactic block on theorem `name` of a repository lean-dojo
-    can trace (e.g. yangky11/miniF2F-lean4, file MiniF2F/Test/<name>.lean). Needs the `lean` extra."""
-    try:
-        from lean_dojo import Dojo, LeanGitRepo, ProofFinished, Theorem
-    except ImportError as exc:
-        raise LeanUnavailable("lean-dojo is not installed: pip install -e '.[lean]' (it also needs elan); "
-                              + INSTALL_HINT) from exc
-    forbidden = forbidden_in_text(proof)
-    if forbidden:
-        return LeanVerdict(False, *forbidden)
-    theorem = Theorem(LeanGitRepo(repo_url, commit), file_path, name)
-    with Dojo(theorem) as (dojo, state):
-        result = dojo.run_tac(state, proof.strip())
-    if isinstance(result, ProofFinished):
-        return LeanVerdict(True, CORRECT)
-    return LeanVerdict(False, LEAN_ERROR, str(getattr(result, "error", result))[:500])

@@ -298,3 +298,19 @@ def test_every_readme_command_parses(command):
     args = shlex.split(command.replace("$W", "arith-tiny").replace("$strategy", "fifo_uniform").replace(
         "$1", "5").replace("$2", "3").replace("$seed", "0"))
     build_parser().parse_args(args)  # SystemExit (exit 2) on an unknown flag or command
+
+
+def test_every_command_help_shows_an_example_that_parses():
+    import shlex
+
+    from benchmark.cli.app import EXAMPLES, build_parser
+
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    assert set(commands) - {"warmstart"} == set(EXAMPLES)
+    for name, command in commands.items():
+        assert "example: replaybench " in command.format_help().replace("\n", " "), name
+        for sub in (command._subparsers._group_actions[0].choices.values() if command._subparsers else []):
+            assert sub.format_help()  # every help formats (a stray % in a help text would raise here)
+    for example in EXAMPLES.values():
+        parser.parse_args(shlex.split(example)[1:])

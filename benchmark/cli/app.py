@@ -24,10 +24,43 @@ def user_errors() -> tuple[type, ...]:
 COMMAND_MODULES = (runs, sweep, tools, evaluation, doctor, leaderboard)  # each adds its subcommands with add_parsers
 
 
+# An example per command, shown under its --help.
+EXAMPLES = {
+    "run": "replaybench run --strategy baselines/fifo_uniform.py --workers 5 --trainers 3 --budget 600000",
+    "baselines": "replaybench baselines --strategies on_policy fifo_uniform --jobs 2",
+    "validate": "replaybench validate submissions/example_entry",
+    "submit": "replaybench submit submissions/example_entry --preview",
+    "sweep": "replaybench sweep --strategies fifo_uniform --splits 6,2 5,3 4,4 --seeds 100 101 --jobs 2",
+    "workloads": "replaybench workloads --check",
+    "grade": "replaybench grade --task math500 completions.jsonl --out verdicts.jsonl",
+    "measure-mu": "replaybench measure-mu --workload qwen3-0.6b-openr1 --engine vllm",
+    "eval": "replaybench eval --model tasks/arith_tiny/checkpoint --task arith_tiny --greedy --limit 200",
+    "doctor": "replaybench doctor",
+    "leaderboard": "replaybench leaderboard --workload arith-tiny",
+}
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Every option's default in its help, unless the help already states it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("default" in text or action.default in (None, False, argparse.SUPPRESS, [])
+                or not action.option_strings or "%(default)" in text):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from importlib.metadata import PackageNotFoundError, version
 
-    parser = argparse.ArgumentParser(prog="replaybench", description=__doc__)
+    parser = Parser(prog="replaybench", description=__doc__)
     try:
         installed = version("replaybench")
     except PackageNotFoundError:  # run from a checkout that is not installed
@@ -36,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module in COMMAND_MODULES:
         module.add_parsers(subparsers)
+    for name, command in subparsers.choices.items():
+        if command.epilog is None and name in EXAMPLES:
+            command.epilog = f"example: {EXAMPLES[name]}"
     return parser
 
 

@@ -105,6 +105,7 @@ def test_page_is_self_contained_and_agrees_with_the_table(board):
     for run_id in board["ids"].values():  # every run, scored or excluded, is on the page by id
         assert run_id in page
     assert "failed: StrategyError: sample() returned 3 rollouts" in page and "non-compliant" in page
+    assert "Those runs are on held-out seeds, never scored" in " ".join(page.split())  # why the target's runs differ
     # rendering is deterministic: the same results give the same bytes, plots included
     assert render_html(results) == page
     assert "<dc:date>" not in page

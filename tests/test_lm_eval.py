@@ -62,3 +62,20 @@ def test_lm_eval_scores_with_our_verifier(name):
     assert doc == load_task(name).docs("test")[0]  # the same bundled file, found from any working directory
     assert lm_task.process_results(doc, [f"so \\boxed{{{doc['answer']}}}"]) == {"math_verify": 1.0}
     assert lm_task.process_results(doc, ["\\boxed{-12345}"]) == {"math_verify": 0.0}
+
+
+def test_the_readmes_lm_eval_command_for_the_cpu_model_runs_as_written():
+    import re
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    readme = (repo / "README.md").read_text().replace("\\\n", " ")
+    (line,) = [m.group(0) for m in re.finditer(r"lm_eval [^\n]*pretrained=tasks/arith_tiny/checkpoint[^\n]*", readme)]
+    lm_eval = Path(sys.executable).with_name("lm_eval")
+    result = subprocess.run([str(lm_eval), *shlex.split(line)[1:]], cwd=repo, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "math_verify" in result.stdout

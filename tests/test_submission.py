@@ -105,6 +105,7 @@ def test_every_entry_in_submissions_validates_with_a_sandboxed_dry_run(entry, is
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "sandboxed dry run" in result.stderr and "trainer steps" in result.stderr
+    assert "dry run: 120,000 compute units of arith-tiny" in " ".join(result.stderr.split())  # said before it runs
 
 
 def test_validate_checks_hyperparameter_names_before_any_dry_run(tmp_path, isolated_runs):

@@ -76,7 +76,8 @@ def add_parsers(subparsers) -> None:
                    help="a short run on one seed, never ranked, printed and plotted beside the published reference "
                         "(a few minutes)")
     p.add_argument("--budget", type=float, metavar="UNITS",
-                   help=f"with --preview: its compute budget (default: {PREVIEW_FRACTION * 100:.0f}%% of the workload's)")
+                   help=f"with --preview: its compute budget "
+                        f"(default: {PREVIEW_FRACTION * 100:.0f}%% of the workload's)")
     add_executor_option(p)
     add_jobs_option(p)
     p.set_defaults(func=cmd_submit)

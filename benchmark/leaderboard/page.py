@@ -208,7 +208,9 @@ def render_html(results: dict) -> str:
                   f'<p class="note">Budget {format_compute(info["budget"])} units; target accuracy '
                   f'{info["target_accuracy"]:.3f}, frozen in <code>{_esc(info["target_file"])}</code> from the '
                   f'reference runs {_esc(", ".join(info["reference_run_ids"]))}; reference compute-to-target '
-                  f'{format_compute(info["reference_compute_to_target"])}.'
+                  f'{format_compute(info["reference_compute_to_target"])}. Those runs are on held-out seeds, '
+                  "never scored: a target set by the scored runs themselves would favour the reference by the "
+                  "luck of its own noisy evaluations (leaderboard/README.md)."
                   + (f" The plots show the first {PLOTTED_ENTRIES} entries by rank." if len(results["entries"])
                      > len(plotted) else "") + "</p>"]
         if info.get("published_reference"):

@@ -219,7 +219,9 @@ def test_ranks_ties_and_bands():
     boot = np.array([[2.0, 3.0, 2.0, 1.0], [3.0, 2.0, 2.0, 1.0]])
     assert scoring.competition_ranks(boot).tolist() == [[2, 1, 2, 4], [1, 2, 2, 4]]
     # intervals [1,2], [1,2], [3,3], [3,5], [5,5] -> bands 1, 1, 2, 2, 2 (4 overlaps 5 via [3,5])
-    assert scoring.rank_bands([1, 2, 3, 4, 5], [(1, 2), (1, 2), (3, 3), (3, 5), (5, 5)]) == [1, 1, 2, 2, 2]
+    assert scoring.rank_bands([1, 2, 3, 4, 5], [(1, 2), (1, 2), (3, 3), (3, 5), (5, 5)]) == [1, 1, 2, 2, 3]
+    # no chaining: the last entry's interval is disjoint from the first's, so it is not in the first's band
+    assert scoring.rank_bands([1, 2, 3, 4], [(1, 1), (1, 3), (3, 9), (7, 9)]) == [1, 1, 2, 2]
     assert scoring.rank_bands([1, 2, 3], [(1, 1), (2, 2), (3, 3)]) == [1, 2, 3]
 
 

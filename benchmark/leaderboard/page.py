@@ -196,7 +196,8 @@ def render_html(results: dict) -> str:
              "<h2>Ranking</h2>",
              '<p class="note">speedup = the reference\'s compute-to-target / the entry\'s (median over seeds); '
              "ranked by it, and below every entry that reaches the target those whose median run does not, by "
-             "best accuracy / target. Entries in one band are not separable at 95% (paired bootstrap over seeds). "
+             "best accuracy / target. A new band starts at the first entry separable at 95% from the current "
+             "band's first entry (paired bootstrap over seeds). "
              "Click a column header to sort.</p>",
              f'<div class="scroll">{_ranking_table(results)}</div>']
     if len(workloads) > 1:

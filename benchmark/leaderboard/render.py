@@ -114,7 +114,8 @@ def print_leaderboard(results: dict, console=None) -> None:
     table = Table(title=title(results),
                   caption="speedup = reference compute-to-target / entry's (median over seeds); ranked by it, "
                           "below it the entries whose median run never reaches the target, by best accuracy; "
-                          "entries in one band are not separable at 95% (paired bootstrap over seeds)")
+                          "a new band starts at the first entry separable at 95% from the current band's first "
+                          "(paired bootstrap over seeds)")
     for col in header:
         table.add_column(col, justify="left" if col in ("entry", "flags") else "right")
     for row in rows:

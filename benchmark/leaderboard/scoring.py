@@ -349,16 +349,17 @@ def competition_ranks(scores, tiers=None) -> np.ndarray:
 
 
 def rank_bands(point_ranks, intervals: list[tuple[int, int]]) -> list[int]:
-    """Band per entry: walking in point-rank order, an entry joins the current band when its rank
-    interval overlaps the interval of any entry already in it; otherwise it opens the next band."""
+    """Band per entry: walking in point-rank order, an entry joins the current band when its rank interval
+    overlaps the interval of the band's first entry (it is not separable from it); otherwise it opens the next
+    band. Overlap with any member would chain: [1-1], [1-3], [3-9], [7-9] would make one band of entries whose
+    intervals are disjoint."""
     order = sorted(range(len(point_ranks)), key=lambda i: (point_ranks[i], intervals[i]))
     bands = [0] * len(point_ranks)
-    band, reach = 0, -math.inf
+    band, leader_hi = 0, -math.inf
     for i in order:
         lo, hi = intervals[i]
-        if lo > reach:
-            band += 1
-        reach = max(reach, hi)
+        if lo > leader_hi:
+            band, leader_hi = band + 1, hi
         bands[i] = band
     return bands
 

@@ -213,7 +213,7 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
             "workloads": {w: _workload_record(entry["groups"][w], per_w[w], entry["runs"][w], targets[w]["budget"])
                           for w in workloads},
         })
-    entries.sort(key=lambda e: (e["rank"], -e["performance_profile"], e["label"]))
+    entries.sort(key=lambda e: (e["rank"], e["band"], -e["performance_profile"], e["label"]))
     excluded.sort(key=lambda e: (e["workload"], e["strategy"], e["group"], e["seed"] if e["seed"] is not None else -1,
                                  e["run_id"]))
     return plain_values({

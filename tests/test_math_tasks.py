@@ -99,8 +99,8 @@ def test_grade_command(tmp_path, capsys):
     src.write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert main(["grade", "--task", "math500", str(src), "--out", str(out)]) == 0
     verdicts = [json.loads(line) for line in out.read_text().splitlines()]
-    assert verdicts == [{"correct": True, "extracted": "0.5", "reason": "correct"},
-                        {"correct": False, "extracted": "4", "reason": "wrong"}]
+    assert verdicts == [{"line": 1, "gold": "\\frac{1}{2}", "correct": True, "extracted": "0.5", "reason": "correct"},
+                        {"line": 2, "gold": "3", "correct": False, "extracted": "4", "reason": "wrong"}]
     assert main(["grade", "--task", "arith_tiny", str(src)]) == 2  # no math verifier
     src.write_text('{"gold": "1"}\n')
     assert main(["grade", "--task", "math500", str(src)]) == 2

@@ -46,9 +46,7 @@ def export_runs(results: dict, board_dir: Path, mlflow_client=None) -> int:
     for run_id in wanted:
         try:
             run = c.get_run(run_id)
-        except MlflowException:  # not in this store (a forced publish): a folder shipped before stays
-            continue
-        if run.data.tags.get(PUBLISHED_ID_TAG):  # imported from a published board: its folder is already the run
+        except MlflowException:  # not in this store (a forced publish, imported runs): a folder shipped before stays
             continue
         written += 1
         out = folder / run_id

@@ -71,6 +71,11 @@ def test_doctor_sees_a_lean_toolchain_and_project(tmp_path, monkeypatch, capsys)
     row = lines_by_component(capsys.readouterr().out)["lean"]
     assert row.startswith("ok ") and "Lake version 5.0.0" in row and "Lean (version 4.24.0)" in row
     assert "leanprover/lean4:v4.24.0" in row and "fix:" not in row
+    assert "no Lean REPL built" in " ".join(row.split())  # says which way proofs will be checked
+    (tmp_path / "project" / ".lake" / "packages" / "REPL" / ".lake" / "build" / "bin").mkdir(parents=True)
+    (tmp_path / "project" / ".lake" / "packages" / "REPL" / ".lake" / "build" / "bin" / "repl").write_text("")
+    doctor.run_doctor()
+    assert "checked by the Lean REPL" in " ".join(lines_by_component(capsys.readouterr().out)["lean"].split())
 
 
 def test_doctor_fails_when_a_required_part_is_missing(no_lean, tmp_path, monkeypatch, capsys):

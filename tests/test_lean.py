@@ -5,6 +5,7 @@ verdicts on recorded real Lean output (tests/fixtures/lean/README.md), process h
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -164,7 +165,7 @@ FAKE_LAKE = textwrap.dedent("""\
         elif mode == "hog":
             blob = bytearray(2 * 2**30)  # 2 GiB
             print(report.replace("NAME", name))
-    elif sys.argv[1:3] == ["exe", "repl"]:
+    elif sys.argv[1] == "env" and sys.argv[2].endswith("/.lake/build/bin/repl"):  # how LeanInteract starts it
         log = open(os.environ["FAKE_LEAN_LOG"], "a")
         buffer = ""
         for line in sys.stdin:
@@ -197,6 +198,12 @@ FAKE_LAKE = textwrap.dedent("""\
                 sys.exit(134)
             elif mode == "garbage":
                 print("<<< not json >>>\\n", flush=True)
+            elif mode == "hog":
+                blob = bytearray(2 * 2**30)  # 2 GiB
+                name = re.search(r"#print axioms (\\S+)", command["cmd"]).group(1)
+                message = {{"severity": "info", "pos": {{"line": 9, "column": 0}},
+                           "data": report.replace("NAME", name)}}
+                print(json.dumps({{"messages": [message], "env": 1}}) + "\\n", flush=True)
     else:
         sys.exit(f"fake lake: unexpected arguments {{sys.argv[1:]}}")
 """)
@@ -210,6 +217,10 @@ def fake_lean(tmp_path, monkeypatch):
     (project / ".lake" / "packages" / "mathlib").mkdir(parents=True)
     (project / "lakefile.toml").write_text('name = "check"\n')
     (project / "lean-toolchain").write_text("leanprover/lean4:v4.24.0\n")
+    repl = project / ".lake" / "packages" / "REPL"  # the REPL as setup_lean.sh builds it
+    (repl / ".lake" / "build" / "bin").mkdir(parents=True)
+    (repl / ".lake" / "build" / "bin" / "repl").write_text("")
+    (repl / "lean-toolchain").write_text("leanprover/lean4:v4.24.0\n")
     lake = bin_dir / "lake"
     lake.write_text(FAKE_LAKE.format(python=sys.executable))
     lake.chmod(lake.stat().st_mode | stat.S_IEXEC)
@@ -291,12 +302,25 @@ def test_crash_and_garbage(fake_lean, monkeypatch, mode):
         assert checker(mode).check(GOLD, "  norm_num\n").reason == lean_output.CRASHED
 
 
-def test_memory_limit_applies_to_lean(fake_lean, monkeypatch):
+@pytest.mark.parametrize("mode", ["file", "repl"])
+def test_memory_limit_applies_to_lean(fake_lean, monkeypatch, mode):
     monkeypatch.setenv("FAKE_LEAN_MODE", "hog")  # allocates 2 GiB, then reports
     monkeypatch.setenv(lean.MEMORY_ENV, "1")
-    assert checker().check(GOLD, "  norm_num\n").reason == lean_output.CRASHED
+    assert checker(mode).check(GOLD, "  norm_num\n").reason == lean_output.CRASHED
     monkeypatch.setenv(lean.MEMORY_ENV, "0")  # no limit
-    assert checker().check(GOLD, "  norm_num\n").correct
+    assert checker(mode).check(GOLD, "  norm_num\n").correct
+
+
+def test_the_repl_is_the_default_when_the_project_has_it_built(fake_lean, monkeypatch):
+    assert lean.lean_setup().mode == "repl"
+    monkeypatch.setenv(lean.MODE_ENV, "file")
+    assert lean.lean_setup().mode == "file"
+    monkeypatch.delenv(lean.MODE_ENV)
+    shutil.rmtree(fake_lean / "project" / ".lake" / "packages" / "REPL")
+    assert lean.lean_setup().mode == "file"  # the fallback: no REPL to drive
+    monkeypatch.setenv(lean.MODE_ENV, "repl")
+    with pytest.raises(lean.LeanUnavailable, match="no Lean REPL built.*setup_lean.sh"):
+        lean.lean_setup()
 
 
 def test_repl_mode_loads_the_header_once_and_replays_recorded_output(fake_lean, monkeypatch):

@@ -166,6 +166,10 @@ def check_lean() -> Finding:
             mathlib_rev = _manifest_rev(folder / "lake-manifest.json", "mathlib")
             if expected_mathlib_rev and mathlib_rev and mathlib_rev != expected_mathlib_rev:
                 missing.append(f"its Mathlib is rev {mathlib_rev[:12]}; minif2f expects {expected_mathlib_rev[:12]}")
+            repl = lean.repl_folder(folder.resolve())
+            parts.append(f"proofs checked by the Lean REPL in {repl} (LeanInteract)" if repl else
+                         "no Lean REPL built: proofs checked with `lake env lean`, one process per proof "
+                         "(setup_lean.sh builds the REPL)")
     else:
         missing.append(f"{lean.PROJECT_ENV} not set")
     detail = "; ".join(parts + missing) + " (optional: needed for minif2f only)"

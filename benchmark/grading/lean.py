@@ -10,11 +10,12 @@ theorem's axioms, all of them among propext, Classical.choice and Quot.sound. It
   is missing (output we cannot read is no proof).
 
 Two ways to run Lean, both in a Lean project with Mathlib built (REPLAYBENCH_LEAN_PROJECT):
-- "file" (default): `lake env lean FILE` with the project as working directory, one process per proof;
-  Lean's plain-text messages (`FILE:LINE:COL: error: ...`) are parsed.
-- "repl": the Lean REPL (`lake exe repl`, the project must require leanprover-community/repl) speaking
-  JSON: `{"cmd": ...}` -> `{"messages": [...], "env": n}`. Each REPL process loads the header (Mathlib)
-  once and checks proofs in that environment, which saves the import on every proof.
+- "repl" (the default when the project has the Lean REPL built, as tasks/minif2f/setup_lean.sh does): the
+  Lean REPL (leanprover-community/repl) run through LeanInteract, which owns the process and its JSON
+  protocol (`{"cmd": ...}` -> `{"messages": [...], "env": n}`). Each REPL loads the header (Mathlib) once
+  and checks proofs in that environment, which saves seconds of import on every proof.
+- "file" (the fallback, no REPL needed): `lake env lean FILE` with the project as working directory, one
+  process per proof; Lean's plain-text messages (`FILE:LINE:COL: error: ...`) are parsed.
 Each proof has a wall-time limit, after which the whole process group is killed, and each Lean process a
 memory limit (RLIMIT_AS). Lean maps all of Mathlib's .olean files, so it needs more address space than
 resident memory: lower REPLAYBENCH_LEAN_MEMORY_GB with care (0 = no limit). Training and evaluation check
@@ -26,17 +27,14 @@ grows with the worker count.
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import queue
 import re
 import resource
-import selectors
 import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +52,6 @@ from benchmark.grading.lean_output import (
     judge,
     parse_plain,
     parse_repl,
-    read_repl_responses,
     split_header,
     theorem_name,
 )
@@ -113,6 +110,13 @@ def project_problems(project: Path) -> list[str]:
     return []
 
 
+def repl_folder(project: Path) -> Path | None:
+    """The Lean REPL's package folder in the project (a `require` of leanprover-community/repl, built), or None."""
+    for binary in sorted(project.glob(".lake/packages/*/.lake/build/bin/repl")):
+        return binary.parents[3]
+    return None
+
+
 def lean_setup(project: str | Path | None = None, timeout: float | None = None, mode: str | None = None) -> LeanSetup:
     """The toolchain and project to check proofs with, from the arguments or the environment
     (REPLAYBENCH_LEAN_PROJECT, _TIMEOUT, _MEMORY_GB, _MODE). Raises LeanUnavailable naming what is missing."""
@@ -127,10 +131,15 @@ def lean_setup(project: str | Path | None = None, timeout: float | None = None, 
         missing += project_problems(Path(project).expanduser())
     if missing:
         raise LeanUnavailable(f"Lean is not available: {'; '.join(missing)}. {INSTALL_HINT}")
-    mode = mode or os.environ.get(MODE_ENV, "file")
+    project = Path(project).expanduser().resolve()
+    mode = mode or os.environ.get(MODE_ENV) or ("repl" if repl_folder(project) else "file")
     if mode not in ("file", "repl"):
-        raise LeanUnavailable(f"{MODE_ENV}={mode!r}: use file or repl")
-    return LeanSetup(lake, Path(project).expanduser().resolve(), mode,
+        raise LeanUnavailable(f"{MODE_ENV}={mode!r}: use repl or file")
+    if mode == "repl" and repl_folder(project) is None:
+        raise LeanUnavailable(f"{MODE_ENV}=repl, but {project} has no Lean REPL built (no .lake/packages/*/.lake/"
+                              f"build/bin/repl): run tasks/minif2f/setup_lean.sh, which adds and builds it, or use "
+                              f"{MODE_ENV}=file")
+    return LeanSetup(lake, project, mode,
                      float(timeout or os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT),
                      float(os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY_GB))
 
@@ -201,72 +210,56 @@ def check_file(setup: LeanSetup, source: str, name: str) -> LeanVerdict:
 
 
 class ReplProcess:
-    """One `lake exe repl` process with the header loaded: send a command, read its JSON response."""
+    """One Lean REPL with the header loaded, run by LeanInteract (its `LeanServer`: the process, the JSON
+    protocol, the timeout that kills the process tree, the memory limit); the verdict is ours."""
 
     def __init__(self, setup: LeanSetup, header: str):
+        from lean_interact import LeanREPLConfig, LeanServer, LocalProject
+
         self.setup, self.header = setup, header
-        self.stderr = tempfile.TemporaryFile()
-        self.process = subprocess.Popen([setup.lake, "exe", "repl"], cwd=setup.project, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=self.stderr, start_new_session=True,
-                                        preexec_fn=_limit_memory(setup.memory_gb))
-        self.buffer = ""
-        response = self.send({"cmd": header}, setup.timeout)
+        memory_mb = int(setup.memory_gb * 1024) or None
+        config = LeanREPLConfig(
+            project=LocalProject(directory=setup.project, lake_path=setup.lake, auto_build=False),
+            local_repl_path=repl_folder(setup.project), build_repl=False, lake_path=setup.lake,
+            memory_hard_limit_mb=memory_mb)
+        self.server = LeanServer(config)
+        response = self.send({"cmd": header})
         if "env" not in response or any(m.severity == "error" for m in parse_repl(response)):
             self.close()
             raise RuntimeError(f"the Lean REPL could not load the header: {response}")
         self.env = response["env"]
 
-    def send(self, command: dict, timeout: float) -> dict:
-        """The response to `command`. Raises TimeoutError, EOFError (the REPL ended) or ValueError (garbage)."""
-        self.process.stdin.write((json.dumps(command) + "\n\n").encode())
-        self.process.stdin.flush()
-        deadline = time.monotonic() + timeout
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.process.stdout, selectors.EVENT_READ)
-            while True:
-                if "\n\n" in self.buffer:  # a response ends with a blank line
-                    text, self.buffer = self.buffer.split("\n\n", 1)
-                    if text.strip():
-                        responses = read_repl_responses(text)
-                        if len(responses) != 1:
-                            raise ValueError(f"expected one JSON response, got {len(responses)}")
-                        return responses[0]
-                left = deadline - time.monotonic()
-                if left <= 0 or not selector.select(left):
-                    raise TimeoutError
-                chunk = os.read(self.process.stdout.fileno(), 1 << 16)
-                if not chunk:
-                    raise EOFError
-                self.buffer += chunk.decode("utf-8", errors="replace")
+    def send(self, command: dict) -> dict:
+        """The response to `command`. Raises TimeoutError, ConnectionAbortedError or ChildProcessError (the
+        REPL ended) or ValueError (not JSON)."""
+        return self.server.run_dict(command, timeout=self.setup.timeout)
 
     def check(self, body: str, name: str) -> LeanVerdict:
         """The verdict on `body` (statement + proof + axiom report) in the header's environment; the process
         is closed (and must be replaced) after anything but a verdict from Lean."""
+        process = self.server._proc  # its exit status outlives LeanInteract's handle on a crash
         try:
-            response = self.send({"cmd": body, "env": self.env}, self.setup.timeout)
+            response = self.send({"cmd": body, "env": self.env})
         except TimeoutError:
             self.close()
             return LeanVerdict(False, TIMEOUT, f"no verdict within {self.setup.timeout:g} s")
-        except (EOFError, BrokenPipeError):
-            output = self.stderr_text()
+        except (ConnectionAbortedError, ChildProcessError) as exc:
             self.close()
-            return _crash_verdict(self.process.returncode, output)
+            # the message holds the REPL's stdout and stderr, then LeanInteract's general hints
+            return _crash_verdict(process.wait(), str(exc).split("\nIf stdout and stderr")[0])
         except ValueError as exc:
             self.close()
             return LeanVerdict(False, GARBAGE, f"the Lean REPL answered something that is not JSON: {exc}")
+        if not isinstance(response, dict):
+            self.close()
+            return LeanVerdict(False, GARBAGE, f"the Lean REPL answered {type(response).__name__}, not an object")
         return judge(parse_repl(response), name)
 
     def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def stderr_text(self) -> str:
-        self.stderr.seek(0)
-        return self.stderr.read().decode("utf-8", errors="replace")
+        return self.server.is_alive()
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            _kill_group(self.process)
-        self.stderr.close()
+        self.server.kill()
 
 
 class LeanChecker:

@@ -10,6 +10,7 @@ set -euo pipefail
 
 LEAN_TOOLCHAIN="leanprover/lean4:v4.24.0"
 MATHLIB_TAG="v4.24.0"
+REPL_TAG="v4.24.0"  # the REPL tags its releases by the Lean version they build with
 PROJECT="${1:-$HOME/minif2f_check}"
 
 if ! command -v lake >/dev/null && [ ! -x "$HOME/.elan/bin/lake" ]; then
@@ -30,11 +31,19 @@ defaultTargets = []
 name = "mathlib"
 git = "https://github.com/leanprover-community/mathlib4"
 rev = "$MATHLIB_TAG"
+
+# the Lean REPL that LeanInteract drives (REPLAYBENCH_LEAN_MODE=repl, the default once it is built)
+[[require]]
+name = "REPL"
+git = "https://github.com/leanprover-community/repl"
+rev = "$REPL_TAG"
 EOF
-lake update           # resolves Mathlib at the tag, writes lake-manifest.json
+lake update           # resolves Mathlib and the REPL at their tags, writes lake-manifest.json
 lake exe cache get    # Mathlib's compiled files, instead of hours of building
+(cd .lake/packages/REPL && lake build repl)  # .lake/packages/REPL/.lake/build/bin/repl
 echo 'import Mathlib
 example : (2 : ℕ) + 2 = 4 := by norm_num' > Check.lean
 lake env lean Check.lean  # Mathlib loads and a proof checks
+echo '{"cmd": "example : (2 : Nat) + 2 = 4 := by decide"}' | lake env .lake/packages/REPL/.lake/build/bin/repl  # the REPL answers
 
 echo "done: export REPLAYBENCH_LEAN_PROJECT=$PROJECT, then run \`replaybench doctor\`"

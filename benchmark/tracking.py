@@ -37,6 +37,20 @@ class TrackingError(Exception):
     """An MLflow store that cannot be used; the message names the store and the fix."""
 
 
+def store_problem(uri: str | None = None) -> str | None:
+    """What makes the store unusable before anything runs (None: nothing known). MLflow 3 refuses a folder
+    store (MLFLOW_TRACKING_URI=./mlruns) unless MLFLOW_ALLOW_FILE_STORE is set, and would say so only when a
+    command first writes, after its work is done."""
+    uri = uri or tracking_uri()
+    is_folder = "://" not in uri or uri.startswith("file:")
+    if is_folder and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("true", "1"):
+        folder = uri.removeprefix("file://")
+        return (f"MLFLOW_TRACKING_URI={uri} is a folder store, which MLflow 3 no longer writes: use a database "
+                f"store (export MLFLOW_TRACKING_URI=sqlite:///{folder.rstrip('/')}.db), or unset it for the default "
+                "runs/mlflow.db; `mlflow migrate-filestore` converts an existing folder store")
+    return None
+
+
 def client():
     import mlflow
     from mlflow.tracking import MlflowClient

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -314,3 +315,32 @@ def test_every_command_help_shows_an_example_that_parses():
             assert sub.format_help()  # every help formats (a stray % in a help text would raise here)
     for example in EXAMPLES.values():
         parser.parse_args(shlex.split(example)[1:])
+
+
+# The README's commands that fit in CI (the others train for minutes to hours, or need a GPU or the model hub; the
+# journey test runs validate, submit --preview and leaderboard build on a fresh store).
+README_COMMANDS_RUN_IN_CI = ("doctor", "eval --model tasks/arith_tiny/checkpoint", "leaderboard --workload")
+
+
+@pytest.mark.slow
+def test_readme_commands_that_fit_in_ci_run_as_written(tmp_path):
+    import shlex
+
+    commands = [c for c in readme_commands() if c.startswith(README_COMMANDS_RUN_IN_CI)]
+    assert len(commands) == len(README_COMMANDS_RUN_IN_CI), commands  # a README edit must not skip one silently
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["REPLAYBENCH_RUNS_DIR"] = str(tmp_path)  # a fresh clone's empty store
+    for command in commands:
+        args = shlex.split(command.replace("$W", "arith-tiny"))
+        result = subprocess.run([sys.executable, "-m", "benchmark.cli", *args], cwd=REPO, env=env,
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, (command, result.stdout[-2000:], result.stderr[-2000:])
+        assert "Traceback" not in result.stderr, command
+
+
+def test_a_folder_store_is_refused_before_any_work(monkeypatch, capsys):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "./mlruns")
+    start = time.monotonic()
+    assert main(["eval", "--model", "tasks/arith_tiny/checkpoint", "--task", "arith_tiny", "--limit", "5"]) == 2
+    assert time.monotonic() - start < 5  # refused before the model loads, not after the evaluation
+    assert "sqlite:///./mlruns.db" in " ".join(capsys.readouterr().err.split())

@@ -7,6 +7,7 @@ import sys
 
 from rich.markup import escape
 
+from benchmark import tracking
 from benchmark.cli import doctor, leaderboard, runs, sweep, tools
 from benchmark.cli import eval as evaluation  # not the builtin
 from benchmark.cli.options import console, quiet_libraries
@@ -80,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     quiet_libraries()
     try:
+        problem = args.func is not doctor.cmd_doctor and tracking.store_problem()
+        if problem:  # before the work, whose results the store would then refuse
+            raise tracking.TrackingError(problem)
         return args.func(args)
     except Exception as exc:
         if not isinstance(exc, user_errors()):

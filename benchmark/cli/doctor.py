@@ -75,10 +75,12 @@ def check_lm_eval() -> Finding:
 
 
 def check_mlflow() -> Finding:
-    from benchmark.tracking import tracking_uri
+    from benchmark.tracking import store_problem, tracking_uri
 
     uri = tracking_uri()
     fix = "set MLFLOW_TRACKING_URI to a reachable store, or unset it for the default runs/mlflow.db"
+    if store_problem(uri):
+        return Finding("mlflow", False, f"{_version('mlflow')}, store {uri}: a folder store", store_problem(uri))
     if uri.startswith("sqlite:///"):
         path = Path(uri[len("sqlite:///"):])
         if path.is_file():

@@ -401,6 +401,21 @@ def test_an_entry_is_known_by_its_name_not_its_strategy_file():
     assert "| kestrel |" in md and "| strategy |" not in md
 
 
+def test_one_baseline_at_two_splits_is_two_entries_labelled_by_split():
+    ref = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
+    at_53 = [record(WORKLOAD, "fifo_uniform", s, reaching_at(6)) for s in range(4)]
+    at_62 = [dataclasses.replace(r, group="fifo-62", run_id=f"fifo62-{r.seed}")
+             for r in (record(WORKLOAD, "fifo_uniform", s, reaching_at(4), workers=6, trainers=2) for s in range(4))]
+    for r in at_53 + at_62:
+        r.summary["config"]["strategy"]["params"] = {"buffer_size": 90}
+    for r in at_62:
+        r.summary["mlflow_run_id"] = r.run_id
+    results = build_results(ref + at_53 + at_62, {WORKLOAD: frozen(ref, 8 * EVERY)}, resamples=200)
+    by_label = {e["label"]: e for e in results["entries"]}
+    assert set(by_label) == {"on_policy", "fifo_uniform (5,3) N=90", "fifo_uniform (6,2) N=90"}
+    assert by_label["fifo_uniform (6,2) N=90"]["workloads"][WORKLOAD]["run_ids"] == sorted(r.run_id for r in at_62)
+
+
 def test_the_terminal_table_fits_a_narrow_terminal_and_keeps_every_column_in_a_pipe():
     import io
 

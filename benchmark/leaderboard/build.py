@@ -47,6 +47,17 @@ def _entry_identity(summary: dict, official: dict, name: str | None = None) -> t
     return f"{ident.get('name', strat['name'])}@{digest(ident)[:8]}", ident
 
 
+def _labels(names: list[str], identities: list[dict], keys: list[str]) -> list[str]:
+    """Each entry's name; one run in several settings (a baseline at two splits) is told apart by its split and
+    buffer size, and by its key where even those agree."""
+    def setting(ident):
+        n = ident["params"].get("buffer_size")
+        return f" ({ident['workers']},{ident['trainers']})" + ("" if n is None else f" N={n}")
+
+    labels = [name if names.count(name) == 1 else name + setting(ident) for name, ident in zip(names, identities)]
+    return [label if labels.count(label) == 1 else key for label, key in zip(labels, keys)]
+
+
 def scored_seeds(target: dict) -> list[int]:
     """The seeds every entry is scored over: the workload's pinned seeds, as frozen with its target."""
     return [int(x) for x in target["workload_config"]["seeds"]]
@@ -179,10 +190,11 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
     point, intervals, bands = scoring.rank_with_confidence(values, boot_values, tiers, boot_tiers)
 
     names = [e["identity"].get("name", e["identity"]["strategy"]) for _, e, _ in ranked]
+    labels = _labels(names, [e["identity"] for _, e, _ in ranked], [key for key, _, _ in ranked])
     entries = []
     for i, (key, entry, per_w) in enumerate(ranked):
         ident = entry["identity"]
-        label = names[i] if names.count(names[i]) == 1 else key
+        label = labels[i]
         if ident.get("open_track"):
             label += " (" + ", ".join(f"{k.split('.')[-1]} {v}" for k, v in ident["open_track"].items()) + ")"
         flags = []

@@ -100,6 +100,12 @@ class RunSpec:
         return f"{self.workload.name}-{self.strategy_name}-{self.group_key()}-seed{self.seed}"
 
 
+def _interrupted(recorder: RunRecorder) -> None:
+    """An interrupted run is KILLED in MLflow (not left RUNNING); `--resume` reopens it."""
+    recorder.set_tags({f"{TAG}status": "interrupted"})
+    recorder.finish("KILLED")
+
+
 def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, progress=None,
         stop_after_evals: int | None = None, executor_options=None) -> dict:
     """Execute (or continue) a run and return its summary. progress(executor) is called as it goes.
@@ -178,7 +184,11 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, res
                 executor.save(ckpt)  # first the state (with the checkpoint's metrics), then MLflow
             recorder.flush(checkpoint.index, checkpoint.metrics)
             if stop_after_evals is not None and checkpoint.index >= stop_after_evals:
+                _interrupted(recorder)
                 return {}
+    except KeyboardInterrupt:
+        _interrupted(recorder)
+        raise
     except Exception as exc:
         verdict = str(exc) if isinstance(exc, StrategyFailure) else f"{type(exc).__name__}: {exc}"
         recorder.set_tags({f"{TAG}status": f"failed: {verdict}"[:5000]})
@@ -187,7 +197,9 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, res
 
     if executor.trainer_step == 0:
         reason = (f"the budget ({w.budget:,.0f} units) ended before the first trainer step "
-                  f"(compute used when it ended: {executor.compute_used:,.0f}): raise --budget")
+                  f"(compute used when it ended: {executor.compute_used:,.0f}): either the strategy never handed "
+                  f"over a batch (a buffer smaller than one batch of {w.grpo.batch_size} rollouts never holds one: "
+                  "raise buffer_size) or the budget is too small for one step (raise --budget)")
         recorder.set_tags({f"{TAG}status": f"failed: {reason}"})
         recorder.finish("FAILED")
         raise RunError(reason)

@@ -161,7 +161,7 @@ class RunRecorder:
         else:
             self.run_id = run_id
             self.client.update_run(run_id, status="RUNNING")
-            self.client.log_batch(run_id, tags=[RunTag(f"{TAG}resumed", "true")])
+            self.client.log_batch(run_id, tags=[RunTag(f"{TAG}resumed", "true"), RunTag(f"{TAG}status", "running")])
 
     def flushed(self) -> int:
         history = self.client.get_metric_history(self.run_id, FLUSH_KEY)

@@ -94,4 +94,6 @@ def test_ctrl_c_stops_every_run_and_exits_cleanly(tiny_checkpoint, isolated_runs
     assert proc.returncode == 130, err[-3000:]
     assert "interrupted" in err and "Traceback" not in err
     runs = find_runs("arith-tiny")
-    assert len(runs) == 2 and {r.data.tags["replaybench.status"] for r in runs} == {"running"}  # not failed
+    # not failed, not left RUNNING: interrupted, and resumable
+    assert len(runs) == 2 and {(r.info.status, r.data.tags["replaybench.status"]) for r in runs} == {
+        ("KILLED", "interrupted")}

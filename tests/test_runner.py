@@ -59,7 +59,12 @@ def test_interrupted_run_resumes_like_an_uninterrupted_one(strategy, params, iso
                    REPO / "baselines" / f"{strategy}.py", params, seed=0, isolated=isolated)
     straight = run(spec)
     assert run(spec, stop_after_evals=2) == {}
+    interrupted = client().search_runs([client().get_experiment_by_name("replaybench/" + spec.workload.name)
+                                        .experiment_id], order_by=["attributes.start_time DESC"], max_results=1)[0]
+    assert (interrupted.info.status, interrupted.data.tags["replaybench.status"]) == ("KILLED", "interrupted")
     resumed = run(spec, resume=True)
+    assert resumed["mlflow_run_id"] == interrupted.info.run_id
+    assert client().get_run(interrupted.info.run_id).info.status == "FINISHED"
     assert straight["trainer_steps"] > 10
     assert comparable(resumed) == comparable(straight)
     assert metric_histories(resumed["mlflow_run_id"]) == metric_histories(straight["mlflow_run_id"])

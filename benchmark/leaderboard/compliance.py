@@ -62,6 +62,8 @@ def exclusion_reason(rec: RunRecord) -> str | None:
         return None
     if rec.status.startswith("failed"):
         return rec.status
+    if rec.status == "interrupted":
+        return "incomplete: interrupted; finish it with `replaybench run ... --resume` (or the same command again)"
     if rec.status == "running":
         return (f"incomplete: still running or interrupted (MLflow status {rec.mlflow_status}); "
                 "finish it with `replaybench run ... --resume`")

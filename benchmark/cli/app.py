@@ -8,7 +8,7 @@ import sys
 from rich.markup import escape
 
 from benchmark import tracking
-from benchmark.cli import doctor, leaderboard, runs, sweep, tools
+from benchmark.cli import doctor, leaderboard, plan, runs, sweep, tools
 from benchmark.cli import eval as evaluation  # not the builtin
 from benchmark.cli.options import console, quiet_libraries
 
@@ -22,7 +22,8 @@ USER_ERRORS = {"benchmark.workload": "WorkloadError", "benchmark.strategy": "Str
 
 def user_errors() -> tuple[type, ...]:
     return tuple(getattr(sys.modules[module], name) for module, name in USER_ERRORS.items() if module in sys.modules)
-COMMAND_MODULES = (runs, sweep, tools, evaluation, doctor, leaderboard)  # each adds its subcommands with add_parsers
+# each adds its subcommands with add_parsers
+COMMAND_MODULES = (runs, sweep, plan, tools, evaluation, doctor, leaderboard)
 
 
 # An example per command, shown under its --help.
@@ -32,6 +33,7 @@ EXAMPLES = {
     "validate": "replaybench validate submissions/example_entry",
     "submit": "replaybench submit submissions/example_entry --preview",
     "sweep": "replaybench sweep --strategies fifo_uniform --splits 6,2 5,3 4,4 --seeds 100 101 --jobs 2",
+    "plan": "replaybench plan --workload qwen2.5-7b-openr1",
     "workloads": "replaybench workloads --check",
     "grade": "replaybench grade --task math500 completions.jsonl --out verdicts.jsonl",
     "measure-mu": "replaybench measure-mu --workload qwen3-0.6b-openr1 --engine vllm",

@@ -1,0 +1,52 @@
+"""`replaybench plan`: the paper's steady-state arithmetic, against the paper's numbers and against what the
+pipeline measured on the published runs."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmark.cli import main
+from benchmark.engine.costs import steady_state
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_plan_prints_the_papers_gamma_and_replay_ratio(capsys):
+    assert main(["plan", "--workload", "qwen2.5-7b-openr1", "--tokens-per-rollout", "1000"]) == 0
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in capsys.readouterr().out.splitlines() if line.startswith("│")}
+    assert rows["5,3"][:2] == ["0.425", "3.17"]  # gamma = (1 + 5/3) / 6.28; the paper rounds it to 0.43
+    assert rows["6,2"][1] == "1.76" and rows["4,4"][1] == "5.28"  # mu T / W
+    assert set(rows) == {f"{w},{8 - w}" for w in range(1, 8)}
+
+
+def shipped_summaries():
+    for path in sorted((REPO / "leaderboard" / "runs").glob("*/summary.json")):
+        yield json.loads(path.read_text())
+
+
+def test_the_replay_ratio_of_every_published_fifo_run_is_the_plans_within_5_percent():
+    checked = 0
+    for s in shipped_summaries():
+        if s["strategy"] != "fifo_uniform":  # a FIFO that samples with replacement never starves once full
+            continue
+        pipe, grpo = s["config"]["workload"]["pipeline"], s["config"]["workload"]["grpo"]
+        planned = steady_state(pipe["mu"], pipe["workers"], pipe["trainers"], grpo["batch_size"])
+        assert s["replay_ratio"] == pytest.approx(planned.replay_ratio, rel=0.05), (pipe["workers"], s["mlflow_run_id"])
+        checked += 1
+    assert checked >= 10  # the board's and the calibration sweep's, at five splits
+
+
+def test_the_updates_a_budget_pays_for_match_the_published_runs():
+    """With L measured on one run, the plan predicts the trainer steps of the others, buffer or on-policy."""
+    runs = [s for s in shipped_summaries() if s["strategy"] in ("fifo_uniform", "on_policy")]
+    first = next(s for s in runs if s["strategy"] == "fifo_uniform")
+    pipe, b = first["config"]["workload"]["pipeline"], first["config"]["workload"]["grpo"]["batch_size"]
+    tokens = first["compute_used"] * pipe["trainers"] / (
+        (pipe["workers"] + pipe["trainers"]) * first["trainer_steps"] * b)
+    for s in runs:
+        pipe = s["config"]["workload"]["pipeline"]
+        plan = steady_state(pipe["mu"], pipe["workers"], pipe["trainers"], b, None, tokens, s["compute_used"])
+        expected = plan.updates if s["strategy"] == "fifo_uniform" else plan.updates_on_policy
+        assert s["trainer_steps"] == pytest.approx(expected, rel=0.05), (s["strategy"], pipe["workers"])

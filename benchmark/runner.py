@@ -90,6 +90,8 @@ class RunSpec:
             config["workload"].pop("limits")
         if not self.workload.target_seeds:
             config["workload"].pop("target_seeds")
+        if not self.workload.model.chat_template_options:
+            config["workload"]["model"].pop("chat_template_options")
         return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def strategy_spec(self) -> StrategySpec:

@@ -26,6 +26,7 @@ class ModelConfig:
     source: str = "tiny"  # "tiny" = the CPU model from tiny_lm; otherwise a hub id or a local path
     dtype: str = "float32"  # weights dtype: float32, bfloat16 or float16
     prompt_format: str = "auto"  # chat template of the tokenizer (chat), raw prompt (plain), or auto; see prompts.py
+    chat_template_options: dict = field(default_factory=dict)  # keyword arguments of the chat template
     checkpoint: str = ""  # folder (relative to the repo) of the warm-started start checkpoint
     alphabet: str = ""  # tiny only: the characters of the tokenizer
     hidden_size: int = 192

@@ -35,6 +35,15 @@ def test_chat_template_renders_the_math_prompt_as_the_user_turn(chat_tokenizer):
     assert task.doc_to_text(doc) == f"{doc['problem']}\n\n{INSTRUCTION}"  # what lm-eval sees stays raw
 
 
+def test_the_workloads_chat_template_options_reach_the_template(chat_tokenizer):
+    # as Qwen3's template does: an empty think block when thinking is switched off
+    chat_tokenizer.chat_template = CHATML + ("{% if add_generation_prompt and enable_thinking is defined and "
+                                             "not enable_thinking %}<think>\n\n</think>\n\n{% endif %}")
+    assert not PromptFormat(chat_tokenizer)("1+1=").endswith("</think>\n\n")
+    no_thinking = PromptFormat(chat_tokenizer, "auto", {"enable_thinking": False})
+    assert no_thinking("1+1=") == "<|im_start|>user\n1+1=<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+
 def test_plain_prompt_without_a_template_and_bos_only_where_the_tokenizer_adds_one():
     tokenizer = build_char_tokenizer("0123456789+=")
     assert PromptFormat(tokenizer).kind == "plain" and PromptFormat(tokenizer)("12+3=") == "12+3="

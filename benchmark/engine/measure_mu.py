@@ -99,7 +99,7 @@ def measure(workload: Workload, engine: str = "hf", repeats: int = 5, log=print)
     model, tokenizer, _ = load_start_policy(workload)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     task = workload.load_task()
-    prompt = PromptFormat(tokenizer, workload.model.prompt_format)
+    prompt = PromptFormat(tokenizer, workload.model.prompt_format, workload.model.chat_template_options)
     max_new_tokens = workload.max_new_tokens or task.max_new_tokens
     docs = task.docs("train")
     n_prompts = max(1, g.batch_size // g.group_size)

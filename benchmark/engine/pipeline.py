@@ -58,7 +58,7 @@ class Pipeline(Executor):
         self.train_docs = task.docs("train")
         self.eval_sets = eval_sets(workload, task)
         # The model's chat template when it has one (model.prompt_format), the same for training and evaluation.
-        self.prompt = PromptFormat(tokenizer, workload.model.prompt_format)
+        self.prompt = PromptFormat(tokenizer, workload.model.prompt_format, workload.model.chat_template_options)
         self.max_new_tokens = workload.max_new_tokens or task.max_new_tokens
         self.ledger: StrategyLedger | None = None
 

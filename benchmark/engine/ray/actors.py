@@ -43,7 +43,8 @@ class InferenceWorker:
         model, tokenizer, self.start_info = load_start_policy(workload)
         self.engine = make_engine(engine, model, tokenizer, device, gpu_fraction, workload.model.source)
         self.task = workload.load_task()
-        self.prompt = PromptFormat(tokenizer, workload.model.prompt_format)  # as the pipeline prompts
+        # as the pipeline prompts
+        self.prompt = PromptFormat(tokenizer, workload.model.prompt_format, workload.model.chat_template_options)
         self.max_new_tokens = workload.max_new_tokens or self.task.max_new_tokens
 
     def ready(self) -> dict:
@@ -184,7 +185,7 @@ class Evaluator:
         model, tokenizer, _ = load_start_policy(workload)
         self.engine = make_engine(engine, model, tokenizer, device, gpu_fraction, workload.model.source)
         self.sets = eval_sets(workload, workload.load_task())
-        self.prompt = PromptFormat(tokenizer, workload.model.prompt_format)
+        self.prompt = PromptFormat(tokenizer, workload.model.prompt_format, workload.model.chat_template_options)
 
     def ready(self) -> None:
         return None

@@ -213,6 +213,7 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, res
     recorder.log_text(spec.strategy_path.read_text(), spec.strategy_path.name)
     recorder.log_json(executor.eval_samples, "eval_samples.json")
     recorder.log_curve_plot(summary["eval_curve"], f"{w.name}: {spec.strategy_name}, seed {spec.seed}")
+    recorder.log_distributions_plot(summary)
     recorder.set_tags({f"{TAG}status": "finished", f"{TAG}best_accuracy": summary["best"]["accuracy"]})
     recorder.finish()
     if summary_json:

@@ -211,6 +211,30 @@ class RunRecorder:
             self.client.log_artifact(self.run_id, str(path))
         plt.close(fig)
 
+    def log_distributions_plot(self, summary: dict, name: str = "distributions.svg") -> None:
+        """The paper's figure 2 for this run: trained samples by off-policiness and by steps since last use."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 2, figsize=(8, 3))
+        for ax, key, xlabel in ((axes[0], "offpolicy_distribution", "off-policiness (trainer steps behind)"),
+                                (axes[1], "since_last_use_distribution", "steps since last use")):
+            counts = summary.get(key) or {}
+            total = max(sum(counts.values()), 1)
+            ax.bar(range(len(counts)), [v / total for v in counts.values()])
+            ticks = list(range(0, len(counts), max(1, len(counts) // 10)))
+            ax.set_xticks(ticks, [list(counts)[i] for i in ticks])
+            ax.set(xlabel=xlabel, ylabel="fraction of trained samples")
+            ax.grid(alpha=0.3, axis="y")
+        fig.tight_layout()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / name
+            fig.savefig(path, format="svg", metadata={"Date": None})
+            self.client.log_artifact(self.run_id, str(path))
+        plt.close(fig)
+
     def finish(self, status: str = "FINISHED") -> None:
         self.client.set_terminated(self.run_id, status=status)
 

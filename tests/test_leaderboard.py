@@ -15,6 +15,7 @@ import benchmark.leaderboard.build
 from benchmark.cli import main
 from benchmark.leaderboard.build import SCHEMA, build_results, results_json, score_from_mlflow
 from benchmark.leaderboard.compliance import canonical_workload, differing_settings, digest
+from benchmark.leaderboard.page import render_html
 from benchmark.leaderboard.render import print_leaderboard, render_markdown, table_rows
 from benchmark.leaderboard.store import RunRecord
 from benchmark.leaderboard.targets import freeze_target
@@ -469,3 +470,23 @@ def test_the_published_board_ships_its_runs_and_they_load_into_another_store(sto
     assert [(e["label"], e["rank"], e["workloads"][WORKLOAD]["run_ids"], e["score"]) for e in rebuilt["entries"]] == [
         (e["label"], e["rank"], e["workloads"][WORKLOAD]["run_ids"], e["score"]) for e in board["entries"]]
     assert rebuilt["workloads"][WORKLOAD]["target_runs_missing"] == []
+
+
+def test_the_distributions_are_pooled_over_seeds_and_drawn_on_the_page():
+    ref = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
+    fifo = [record(WORKLOAD, "fifo_uniform", s, reaching_at(6)) for s in range(4)]
+    for r in ref:
+        r.summary.update(offpolicy_distribution={"0": 30, "1": 10}, since_last_use_distribution={"new": 40})
+    for r in fifo:
+        r.summary.update(offpolicy_distribution={"0": 10, "3": 20, "12": 10},
+                         since_last_use_distribution={"new": 10, "2": 25, "7": 5})
+    results = build_results(ref + fifo, {WORKLOAD: frozen(ref, 8 * EVERY)}, resamples=200)
+    by_name = {e["name"]: e["workloads"][WORKLOAD] for e in results["entries"]}
+    assert by_name["on_policy"]["offpolicy_distribution"] == {"0": 0.75, "1": 0.25}
+    assert by_name["fifo_uniform"]["since_last_use_distribution"] == {"new": 0.25, "2": 0.625, "7": 0.125}
+    assert 'id="distributions-arith-tiny"' in render_html(results)
+    for r in fifo[:1]:
+        del r.summary["offpolicy_distribution"]  # a run recorded before the distributions: no partial pooling
+    again = build_results(ref + fifo, {WORKLOAD: frozen(ref, 8 * EVERY)}, resamples=200)
+    assert next(e for e in again["entries"] if e["name"] == "fifo_uniform")["workloads"][WORKLOAD][
+        "offpolicy_distribution"] is None

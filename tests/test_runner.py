@@ -41,8 +41,16 @@ def test_same_seed_and_config_give_identical_metrics_in_mlflow(tiny_checkpoint, 
     runs = find_runs("arith-tiny", f"tags.`replaybench.group` = '{spec.group_key()}'")
     assert len(runs) == 2 and {r.data.tags["replaybench.status"] for r in runs} == {"finished"}
     artifacts = {f.path for f in client().list_artifacts(a["mlflow_run_id"])}
-    expected = {"summary.json", "config.json", "fifo_uniform.py", "eval_samples.json", "accuracy_vs_compute.svg"}
+    expected = {"summary.json", "config.json", "fifo_uniform.py", "eval_samples.json", "accuracy_vs_compute.svg",
+                "distributions.svg"}
     assert expected <= artifacts
+    # the paper's figure 2: every trained sample counted once in each distribution; "new" = first uses
+    offpolicy, since_last = a["offpolicy_distribution"], a["since_last_use_distribution"]
+    assert sum(offpolicy.values()) == sum(since_last.values()) == a["samples_trained"]
+    assert since_last["new"] == round(a["rollouts_generated"] * (1 - a["rollouts_never_used_fraction"]))
+    assert list(since_last)[0] == "new" and a["max_uses_of_a_rollout"] > 1 and len(since_last) > 1
+    mean = sum(int(k) * v for k, v in offpolicy.items()) / a["samples_trained"]
+    assert mean == pytest.approx(a["offpolicy_mean"])
 
 
 @pytest.mark.parametrize("strategy, params, isolated", [

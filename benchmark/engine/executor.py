@@ -50,6 +50,11 @@ def executor_class(name: str) -> type[Executor]:
     return executor
 
 
+def since_last_use_distribution(counts: dict[str, int]) -> dict[str, int]:
+    """"new" first, then the steps in increasing order."""
+    return {k: counts[k] for k in sorted(counts, key=lambda k: -1 if k == "new" else int(k))}
+
+
 class Executor(ABC):
     """The run's clock, counters and evaluations; what each executor adds is its own."""
 
@@ -169,6 +174,9 @@ class Executor(ABC):
             "wall_seconds": dict(self.wall),
             "strategy_calls": usage["strategy_calls"],
             "strategy_ms_per_call": 1000 * usage["strategy_seconds"] / max(usage["strategy_calls"], 1),
+            # trained samples by off-policiness (trainer steps behind) and by steps since last use ("new": first use)
+            "offpolicy_distribution": {str(k): v for k, v in usage.get("offpolicy_counts", {}).items()},
+            "since_last_use_distribution": since_last_use_distribution(usage.get("since_last_use_counts", {})),
         }
 
     def save(self, path: Path) -> None:

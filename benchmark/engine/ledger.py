@@ -136,6 +136,16 @@ def regrouped(batch: list[Rollout], regroup) -> list[Rollout]:
     return batch
 
 
+def since_last_use_keys(batch: list[Rollout], step: int, previous_uses: dict[int, int]) -> list[str]:
+    """Each sample's steps since its rollout's last use, "new" at the first; a rollout drawn twice in one batch
+    is new once, then 0 steps."""
+    last, keys = dict(previous_uses), []
+    for r in batch:
+        keys.append("new" if r.rollout_id not in last else str(step - last[r.rollout_id]))
+        last[r.rollout_id] = step
+    return keys
+
+
 class StrategyLedger:
     """Everything the engine records about its strategy. `trainer_step` counts the steps trained."""
 
@@ -148,6 +158,10 @@ class StrategyLedger:
         self.last_used_step: dict[int, int] = {}
         self.next_rollout_id = self.next_group_id = self.trainer_step = 0
         self.staleness_total = 0  # sum over trained samples of (trainer version - rollout version)
+        # the paper's figure 2, over every trained sample: off-policiness, and steps since the rollout's last use
+        # ("new" at its first)
+        self.offpolicy_counts: dict[int, int] = {}
+        self.since_last_use_counts: dict[str, int] = {}
         self.calls, self.seconds = 0, 0.0  # the strategy's add / add_pool / sample calls and their wall time
 
     def ctx(self) -> StrategyContext:
@@ -211,11 +225,17 @@ class StrategyLedger:
         step = self.trainer_step
         staleness = [step - r.policy_version for r in batch]
         since_last = [step - self.last_used_step[r.rollout_id] for r in batch if r.rollout_id in self.last_used_step]
+        previous_uses = {r.rollout_id: self.last_used_step[r.rollout_id] for r in batch
+                         if r.rollout_id in self.last_used_step}
         for r in batch:
             self.use_count[r.rollout_id] = self.use_count.get(r.rollout_id, 0) + 1
             self.last_used_step[r.rollout_id] = step
         self.trainer_step += 1
         self.staleness_total += sum(staleness)
+        for value in staleness:
+            self.offpolicy_counts[value] = self.offpolicy_counts.get(value, 0) + 1
+        for key in since_last_use_keys(batch, step, previous_uses):
+            self.since_last_use_counts[key] = self.since_last_use_counts.get(key, 0) + 1
         return dict(
             offpolicy_mean=float(np.mean(staleness)), offpolicy_median=float(np.median(staleness)),
             offpolicy_max=float(max(staleness)),
@@ -228,7 +248,9 @@ class StrategyLedger:
     def usage(self) -> dict:
         """What the run summary needs from the ledger."""
         return {"use_count": dict(self.use_count), "staleness_total": self.staleness_total,
-                "strategy_calls": self.calls, "strategy_seconds": self.seconds}
+                "strategy_calls": self.calls, "strategy_seconds": self.seconds,
+                "offpolicy_counts": dict(sorted(self.offpolicy_counts.items())),
+                "since_last_use_counts": dict(self.since_last_use_counts)}
 
     # ---- checkpoints ----------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -236,7 +258,8 @@ class StrategyLedger:
                 "known": self.known, "use_count": self.use_count, "last_used_step": self.last_used_step,
                 "next_rollout_id": self.next_rollout_id, "next_group_id": self.next_group_id,
                 "trainer_step": self.trainer_step, "staleness_total": self.staleness_total,
-                "calls": self.calls, "seconds": self.seconds}
+                "calls": self.calls, "seconds": self.seconds, "offpolicy_counts": self.offpolicy_counts,
+                "since_last_use_counts": self.since_last_use_counts}
 
     def load_state_dict(self, state: dict) -> None:
         state = dict(state)

@@ -89,7 +89,22 @@ def _workload_record(group: str, score: scoring.WorkloadScore, runs: list[RunRec
     for key in ("replay_ratio", "offpolicy_mean"):
         values = [row[key] for row in out["per_run"].values() if row[key] is not None]
         out[key] = scoring.summarise(values) if values else None
+    for key in ("offpolicy_distribution", "since_last_use_distribution"):
+        out[key] = pooled_distribution([summaries[i].get(key) for i in out["run_ids"]])
     return out
+
+
+def pooled_distribution(per_run: list[dict | None]) -> dict[str, float] | None:
+    """The fraction of all the seeds' trained samples at each value ("new" first, then by value); None when a run
+    predates the distributions."""
+    if not per_run or any(d is None for d in per_run):
+        return None
+    pooled: dict[str, int] = {}
+    for d in per_run:
+        for k, v in d.items():
+            pooled[k] = pooled.get(k, 0) + v
+    total = sum(pooled.values()) or 1
+    return {k: pooled[k] / total for k in sorted(pooled, key=lambda k: -1 if k == "new" else int(k))}
 
 
 def build_results(records: list[RunRecord], targets: dict[str, dict], track: str | None = None,

@@ -16,6 +16,7 @@ from benchmark.leaderboard.plots import (
     PLOTTED_ENTRIES,
     as_float,
     curves_plot,
+    distributions_plot,
     entry_colours,
     pareto_plot,
     plotted_entries,
@@ -230,9 +231,15 @@ def render_html(results: dict) -> str:
                                         "accuracy (medians, bars from the 25th to the 75th percentile)."),
                 ("replay", replay_plot, "Replay ratio (each rollout's average number of uses) and mean "
                                         "off-policiness (policy versions between generating a sample and "
-                                        "training on it), per seed from its summary.json.")):
+                                        "training on it), per seed from its summary.json."),
+                ("distributions", distributions_plot, "The distributions behind those means, as the paper's "
+                                                      "figure 2: the fraction of trained samples at each "
+                                                      "off-policiness and at each number of steps since the "
+                                                      "rollout's last use, pooled over the seeds.")):
             if not plotted and kind != "curves":
                 continue
+            if kind == "distributions" and not any(e["workloads"][w].get("offpolicy_distribution") for e in plotted):
+                continue  # runs recorded before the distributions were
             parts.append(f'<figure class="plot" id="{kind}-{_esc(w)}">{plot(results, w, plotted, colours)}'
                          f"<figcaption>{_esc(caption)}</figcaption></figure>")
     parts.append("<h2>Not ranked</h2>")

@@ -219,6 +219,42 @@ def replay_plot(results: dict, workload: str, plotted: list[dict], colours: dict
     return _svg(fig, f"replay-{workload}")
 
 
+def distributions_plot(results: dict, workload: str, plotted: list[dict], colours: dict) -> str:
+    """The paper's figure 2: each entry's trained samples by off-policiness and by steps since last use
+    ("new": a rollout's first use), pooled over its seeds."""
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = _figure(10, 3.2, ncols=2)
+    panels = (("offpolicy_distribution", "off-policiness (trainer steps behind the rollout's policy)"),
+              ("since_last_use_distribution", "steps since the rollout's last use (new = first use)"))
+    new_at = -2  # "new" sits apart, left of 0
+    for ax, (key, title) in zip(axes, panels):
+        has_new = False
+        for e in plotted:
+            dist, colour = e["workloads"][workload].get(key), colours[e["key"]]
+            if not dist:
+                continue
+            steps = [(int(k), v) for k, v in dist.items() if k != "new"]
+            if steps:
+                ax.step([x for x, _ in steps], [y for _, y in steps], where="mid", color=colour, linewidth=1.4,
+                        marker="o", markersize=2.5, label=_legend_label(e))
+            if "new" in dist:
+                has_new = True
+                ax.plot([new_at], [dist["new"]], marker="o", markersize=5, color=colour, linestyle="none",
+                        **({} if steps else {"label": _legend_label(e)}))
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel("fraction of trained samples", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlim(left=new_at - 1 if has_new else -0.5)
+        if has_new:
+            ticks = [t for t in ax.get_xticks() if 0 <= t <= ax.get_xlim()[1]]
+            ax.set_xticks([new_at] + ticks, ["new"] + [f"{t:g}" for t in ticks])
+        ax.grid(alpha=0.3)
+    _legend_outside(axes[1])
+    fig.suptitle(f"{workload}: how stale and how reused the trained samples are (pooled over seeds)", fontsize=10)
+    return _svg(fig, f"distributions-{workload}")
+
+
 def plotted_entries(results: dict) -> list[dict]:
     entries = results["entries"][:PLOTTED_ENTRIES]
     entries += [e for e in results["entries"][PLOTTED_ENTRIES:] if e["reference"]]

@@ -4,6 +4,7 @@ import json
 import multiprocessing
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -27,10 +28,12 @@ def metric_histories(run_id):
 
 
 def comparable(summary):
-    return {k: v for k, v in summary.items() if k not in ("wall_seconds", "strategy_ms_per_call", "mlflow_run_id")}
+    # wall-clock values differ from run to run; `measured` holds the rest of them
+    return {k: v for k, v in summary.items()
+            if k not in ("wall_seconds", "strategy_ms_per_call", "mlflow_run_id", "measured")}
 
 
-def test_same_seed_and_config_give_identical_metrics_in_mlflow(tiny_checkpoint, isolated_runs):
+def test_same_seed_and_config_give_identical_metrics_in_mlflow(tiny_checkpoint, isolated_runs, capsys):
     spec = RunSpec(small_workload(tiny_checkpoint), FIFO, {"buffer_size": 32}, seed=0)
     a, b = run(spec), run(spec)
     assert a["mlflow_run_id"] != b["mlflow_run_id"]
@@ -51,6 +54,16 @@ def test_same_seed_and_config_give_identical_metrics_in_mlflow(tiny_checkpoint, 
     assert list(since_last)[0] == "new" and a["max_uses_of_a_rollout"] > 1 and len(since_last) > 1
     mean = sum(int(k) * v for k, v in offpolicy.items()) / a["samples_trained"]
     assert mean == pytest.approx(a["offpolicy_mean"])
+    # the mu this machine gave the run, from its counters, and what measure-mu --from-runs makes of it
+    measured = a["measured"]
+    assert measured["mu"] > 0 and measured["tokens_trained"] > 0 and measured["rows_per_generate_call"] >= 1
+    assert measured["tokens_trained"] > a["samples_trained"]  # prompt + completion tokens of every trained sample
+    from benchmark.cli import main
+
+    assert main(["measure-mu", "--from-runs"]) == 0
+    table = capsys.readouterr().out
+    expected = f"{statistics.median([a['measured']['mu'], b['measured']['mu']]):.3g}"
+    assert "fifo_uniform (4,4)" in table and expected in table.split("all")[1]
 
 
 @pytest.mark.parametrize("strategy, params, isolated", [

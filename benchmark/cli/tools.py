@@ -42,6 +42,10 @@ def add_parsers(subparsers) -> None:
                    help="override a workload field, e.g. model.source=tiny to try a paper workload with the CPU model")
     p.add_argument("--write", action="store_true",
                    help="write pipeline.mu and pipeline.mu_source into the workload file")
+    p.add_argument("--from-runs", action="store_true",
+                   help="time nothing: the mu each finished run of the workload saw (its counters: seconds per "
+                        "generated token / seconds per trained token), per configuration, and their median, as the "
+                        "paper estimates it (appendix D.4)")
     p.set_defaults(func=cmd_measure_mu)
 
 
@@ -97,9 +101,58 @@ def cmd_grade(args) -> int:
     return 0
 
 
+def mu_from_runs(workload_name: str) -> tuple[dict[str, list[float]], list[float]]:
+    """The mu each finished run of the workload measured, by configuration (strategy (W,T)), and all of them."""
+    from benchmark.leaderboard.store import load_runs, reading_store
+    from benchmark.tracking import tracking_uri
+
+    with reading_store(tracking_uri()):
+        records = load_runs([workload_name])
+    by_config: dict[str, list[float]] = {}
+    for rec in records:
+        mu = ((rec.summary or {}).get("measured") or {}).get("mu")
+        if rec.status == "finished" and mu:
+            pipe = rec.summary["config"]["workload"]["pipeline"]
+            by_config.setdefault(f"{rec.name or rec.strategy} ({pipe['workers']},{pipe['trainers']})", []).append(mu)
+    return by_config, [mu for values in by_config.values() for mu in values]
+
+
+def cmd_measure_mu_from_runs(args) -> int:
+    import statistics
+
+    from benchmark.engine.measure_mu import write_mu
+    from benchmark.workload import workload_path
+
+    workload = load_workload(args.workload)
+    by_config, every = mu_from_runs(workload.name)
+    if not every:
+        raise WorkloadError(f"no finished run of {workload.name} in this store records the mu it saw (runs record it "
+                            "since this release): run some, or time batches with `replaybench measure-mu` instead")
+    table = Table(title=f"{workload.name}: mu seen by its runs (seconds per generated / per trained token)")
+    for col in ("configuration", "runs", "median", "min", "max"):
+        table.add_column(col, justify="left" if col == "configuration" else "right", no_wrap=True)
+    for config, values in sorted(by_config.items()):
+        table.add_row(config, str(len(values)), f"{statistics.median(values):.3g}", f"{min(values):.3g}",
+                      f"{max(values):.3g}")
+    mu = statistics.median(every)
+    table.add_row("all", str(len(every)), f"{mu:.3g}", f"{min(every):.3g}", f"{max(every):.3g}")
+    Console().print(table)
+    console.print(f"workload file says mu = {workload.pipeline.mu}")
+    if args.write:
+        path = workload_path(args.workload)
+        write_mu(path, mu, f"measured: replaybench measure-mu --from-runs, median over {len(every)} runs")
+        console.print(f"wrote pipeline.mu = {mu:.3g} and pipeline.mu_source into {path}")
+    return 0
+
+
 def cmd_measure_mu(args) -> int:
     from benchmark.engine.measure_mu import measure, write_mu
     from benchmark.workload import workload_path
+
+    if args.from_runs:
+        if args.set:
+            raise WorkloadError("--from-runs reads the runs as they were made: drop --set")
+        return cmd_measure_mu_from_runs(args)
 
     fields, top_level = split_overrides(args.set or [])  # every pair is a workload field here
     overrides = {**fields, **top_level}

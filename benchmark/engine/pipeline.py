@@ -69,6 +69,7 @@ class Pipeline(Executor):
         self.generations_started = 0
         self.ahead: dict[int, PendingGroup] = {}  # generations computed before their start, by start index
         self.engine_calls = self.engine_rows = 0  # how well generation is batched: rows per call
+        self.tokens_generated = self.tokens_trained = 0  # real work, for the mu this run saw (measured())
         self.trainer_busy = False
         self.trainer_busy_time = 0.0
         self.worker_busy_time = 0.0  # finished generations only; in-flight ones are in worker_started
@@ -125,6 +126,7 @@ class Pipeline(Executor):
             self.engine_rows += len(chunk) * n
             groups += [PendingGroup(doc_id(doc), group, self.task.score_many(doc, [c.text for c in group]),
                                     self.engine.version) for doc, group in zip(chunk, completions)]
+            self.tokens_generated += sum(g.tokens for g in groups[-len(chunk):])
         return groups
 
     def _generate_pool(self, prompts: int, samples: int) -> None:
@@ -228,6 +230,7 @@ class Pipeline(Executor):
         t = time.perf_counter()
         stats = self.trainer.step(batch, weights)
         self.wall_seconds["training"] += time.perf_counter() - t
+        self.tokens_trained += sum(r.length for r in batch)
         usage = self.ledger.record_step(batch)
         self.trainer_step = self.ledger.trainer_step
         self.samples_trained += len(batch)
@@ -262,11 +265,25 @@ class Pipeline(Executor):
     def strategy_usage(self) -> dict:
         return self.ledger.usage()
 
+    def summary(self) -> dict:
+        return {**super().summary(), "measured": self.measured()}
+
+    def measured(self) -> dict:
+        """What this machine did, in wall-clock seconds (never used for a decision): mu as the paper estimates it
+        from a run's counters (appendix D.4), seconds per generated token over seconds per trained token."""
+        gen, train = self.wall_seconds["generation"], self.wall_seconds["training"]
+        out = {"generation_s": gen, "training_s": train, "tokens_generated": self.tokens_generated,
+               "tokens_trained": self.tokens_trained,
+               "rows_per_generate_call": self.engine_rows / max(self.engine_calls, 1)}
+        if self.tokens_generated and self.tokens_trained and gen > 0 and train > 0:
+            out["mu"] = (gen / self.tokens_generated) / (train / self.tokens_trained)
+        return out
+
     # ---- checkpoints ----------------------------------------------------------------------
     STATE = ("time", "events", "seq", "stream_position", "generations_started", "ahead", "engine_calls",
              "engine_rows", "trainer_busy", "trainer_busy_time", "worker_busy_time", "worker_started", "metrics",
              "last_checkpoint", "wall_seconds", "trainer_step", "rollouts_generated", "samples_trained", "eval_history",
-             "eval_samples")
+             "eval_samples", "tokens_generated", "tokens_trained")
 
     def state_dict(self) -> dict:
         return {**{k: getattr(self, k) for k in self.STATE}, "ledger": self.ledger.state_dict(),
@@ -279,4 +296,5 @@ class Pipeline(Executor):
         self.engine.load_weights(state["engine"]["weights"], state["engine"]["version"])
         self.ledger.load_state_dict(state["ledger"])
         for k in self.STATE:
-            setattr(self, k, state[k])
+            if k in state:  # a checkpoint from before a counter existed keeps the counter's start value
+                setattr(self, k, state[k])

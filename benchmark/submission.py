@@ -22,7 +22,8 @@ from benchmark.workload import LOSSES, Workload, load_workload
 
 TRACKS = ("buffer", "open")
 REQUIRED = ("name", "authors", "contact", "description", "strategy", "track", "workers", "trainers")
-OPTIONAL = ("buffer_size", "hyperparameters", "loss")  # the class: the file's one subclass, or STRATEGY = X
+# the class: the file's one subclass, or STRATEGY = X
+OPTIONAL = ("buffer_size", "hyperparameters", "loss", "sync_every")
 BASELINES_FILE = BASELINES_DIR / "baselines.yaml"
 
 
@@ -44,6 +45,7 @@ class Submission:
     buffer_size: int | None = None
     hyperparameters: dict = field(default_factory=dict)
     loss: str = "grpo"
+    sync_every: int | None = None  # trainer steps between the workers' weight updates (default: the workload's)
 
     def content_sha256(self) -> str:
         """Hash of every file of the entry (names and bytes): what was run is what is on record."""
@@ -64,6 +66,8 @@ class Submission:
         and the loss."""
         overrides = {"grpo.loss": self.loss, **(overrides or {}),
                      "pipeline.workers": self.workers, "pipeline.trainers": self.trainers}
+        if self.sync_every is not None:
+            overrides["pipeline.sync_every"] = self.sync_every
         if budget is not None:
             overrides["budget"] = budget
         return load_workload(workload_name, overrides)
@@ -159,7 +163,7 @@ def parse_entry(data: dict, folder: Path, where: str) -> Submission:
         problems.append(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
     elif loss != "grpo" and data.get("track") == "buffer":
         problems.append("the buffer track fixes the loss to grpo: remove `loss` or use track: open")
-    for key in ("workers", "trainers", "buffer_size"):
+    for key in ("workers", "trainers", "buffer_size", "sync_every"):
         if key in data and not (isinstance(data[key], int) and not isinstance(data[key], bool) and data[key] >= 1):
             problems.append(f"{key} must be a positive integer, not {data[key]!r}")
     if not isinstance(data.get("hyperparameters", {}), dict):
@@ -185,5 +189,5 @@ def parse_entry(data: dict, folder: Path, where: str) -> Submission:
         contact=str(data["contact"]), description=str(data["description"]), strategy=strategy,
         track=data["track"], workers=data["workers"], trainers=data["trainers"],
         buffer_size=data.get("buffer_size"), hyperparameters=dict(data.get("hyperparameters", {})),
-        loss=loss,
+        loss=loss, sync_every=data.get("sync_every"),
     )

@@ -490,3 +490,19 @@ def test_the_distributions_are_pooled_over_seeds_and_drawn_on_the_page():
     again = build_results(ref + fifo, {WORKLOAD: frozen(ref, 8 * EVERY)}, resamples=200)
     assert next(e for e in again["entries"] if e["name"] == "fifo_uniform")["workloads"][WORKLOAD][
         "offpolicy_distribution"] is None
+
+
+def test_a_sync_period_is_an_entrys_choice_ranked_beside_the_reference_not_as_it():
+    ref = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
+    stale = []
+    for s in range(4):
+        w = load_workload(WORKLOAD, {"pipeline.workers": 6, "pipeline.trainers": 2, "pipeline.sync_every": 4})
+        r = dataclasses.replace(record(WORKLOAD, "on_policy", s, reaching_at(10), workers=6, trainers=2),
+                                group="sync4", run_id=f"sync4-{s}")
+        r.summary.update(mlflow_run_id=r.run_id, config={**r.summary["config"], "workload": w.to_dict()})
+        stale.append(r)
+    results = build_results(ref + stale, {WORKLOAD: frozen(ref, 8 * EVERY)}, resamples=200)
+    assert not results["excluded_runs"]  # compliant: not a changed workload setting
+    by_label = {e["label"]: e for e in results["entries"]}
+    assert set(by_label) == {"on_policy (6,2)", "on_policy (6,2) sync 4"}  # one name, told apart by the setting
+    assert by_label["on_policy (6,2)"]["reference"] and not by_label["on_policy (6,2) sync 4"]["reference"]

@@ -57,6 +57,7 @@ def test_schema_problems_are_named(tmp_path, extra, message):
 @pytest.mark.parametrize("text, message", [
     (BASE.replace("workers: 5", "workers: true") + "track: buffer\n", "workers must be a positive integer, not True"),
     (BASE + "track: buffer\nbuffer_size: 2.5\n", "buffer_size must be a positive integer, not 2.5"),
+    (BASE + "track: buffer\nsync_every: 0\n", "sync_every must be a positive integer, not 0"),
     (BASE.replace("strategy: strategy.py", "strategy: ../elsewhere.py") + "track: buffer\n",
      "strategy '../elsewhere.py' is outside the entry's folder"),
     (BASE.replace("name: x", "name: \"x' OR 1=1\"") + "track: buffer\n", "name must be 1-64 letters"),
@@ -196,3 +197,10 @@ def test_the_baselines_file_names_its_own_problems(tmp_path):
     old_layout = copy_baselines(tmp_path, lambda _: "on_policy:\n  strategy: on_policy.py\n  workers: 6\n")
     with pytest.raises(SubmissionError, match="must be a mapping of `default`.*found top-level keys on_policy"):
         load_baselines(old_layout)
+
+
+def test_an_entry_may_choose_its_sync_period(tmp_path):
+    entry = load_submission(write(tmp_path, BASE + "track: buffer\nsync_every: 4\n"))
+    assert entry.workload_for("arith-tiny").pipeline.sync_every == 4
+    assert load_submission(write(tmp_path, BASE + "track: buffer\n")).workload_for(
+        "arith-tiny").pipeline.sync_every == 1  # the workload's

@@ -41,6 +41,8 @@ def _entry_identity(summary: dict, official: dict, name: str | None = None) -> t
     # stay as they were
     if name and name != strat["name"]:
         ident["name"] = name
+    if pipe.get("sync_every", 1) != official.get("pipeline.sync_every", 1):  # keys of entries at the default stay
+        ident["sync_every"] = pipe["sync_every"]
     choices = open_track_choices(summary["config"]["workload"], official)
     if choices:
         ident["open_track"] = choices
@@ -52,7 +54,8 @@ def _labels(names: list[str], identities: list[dict], keys: list[str]) -> list[s
     buffer size, and by its key where even those agree."""
     def setting(ident):
         n = ident["params"].get("buffer_size")
-        return f" ({ident['workers']},{ident['trainers']})" + ("" if n is None else f" N={n}")
+        return (f" ({ident['workers']},{ident['trainers']})" + ("" if n is None else f" N={n}")
+                + (f" sync {ident['sync_every']}" if "sync_every" in ident else ""))
 
     labels = [name if names.count(name) == 1 else name + setting(ident) for name, ident in zip(names, identities)]
     return [label if labels.count(label) == 1 else key for label, key in zip(labels, keys)]
@@ -210,6 +213,8 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
     for i, (key, entry, per_w) in enumerate(ranked):
         ident = entry["identity"]
         label = labels[i]
+        if "sync_every" in ident and "sync" not in label:
+            label += f" (sync every {ident['sync_every']})"
         if ident.get("open_track"):
             label += " (" + ", ".join(f"{k.split('.')[-1]} {v}" for k, v in ident["open_track"].items()) + ")"
         flags = []
@@ -223,7 +228,7 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
             flags.append(f"{n_excl} run(s) excluded, see below")
         # the frozen runs themselves, or the same reference configuration run again (e.g. on a fresh clone)
         is_ref = any(set(targets[w]["run_ids"]) & set(per_w[w].run_ids) or (
-            ident["strategy"] == REFERENCE and (ident["workers"], ident["trainers"]) == (
+            ident["strategy"] == REFERENCE and "sync_every" not in ident and (ident["workers"], ident["trainers"]) == (
                 targets[w]["reference"]["workers"], targets[w]["reference"]["trainers"])) for w in workloads)
         entries.append({
             "rank": point[i], "rank_interval": list(intervals[i]), "band": bands[i], "key": key, "label": label,

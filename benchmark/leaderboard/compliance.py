@@ -10,7 +10,9 @@ import json
 from benchmark.leaderboard.store import RunRecord
 from benchmark.tracking import flatten
 
-ENTRY_FIELDS = ("pipeline.workers", "pipeline.trainers")  # workload fields an entry chooses itself
+# workload fields an entry chooses itself: its split and how often its workers take new weights (syncing less often
+# saves nothing in the cost model; it lets an entry study staleness without a buffer, as the paper does)
+ENTRY_FIELDS = ("pipeline.workers", "pipeline.trainers", "pipeline.sync_every")
 # How the trainer fits its batch in memory: the same update up to float rounding, so a run may set them
 # for its hardware and stay compliant.
 MEMORY_FIELDS = ("grpo.micro_batch_size", "grpo.gradient_checkpointing")

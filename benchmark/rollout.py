@@ -25,6 +25,9 @@ class Rollout:
     created_step: int  # trainer step when the generation finished
     created_time: float  # virtual time when the generation finished
     group_reward_mean: float = 0.0  # mean reward of its group (the behaviour policy's value estimate)
+    # set by the engine on a batch's copy when the strategy asks (Batch.recompute_behaviour): the trainer takes the
+    # behaviour log-probs from the current policy, as RLEP's code does for replayed samples (ratio 1, no correction)
+    current_policy_behaviour: bool = False
 
     @property
     def length(self) -> int:

@@ -70,6 +70,9 @@ class Batch:
     # Sets of batch positions whose group-relative advantages the engine recomputes together, e.g.
     # a prompt's fresh rollouts plus replayed successes (RLEP). Other positions keep their advantage.
     regroup: list[list[int]] | None = None
+    # Batch positions whose old log-probs the trainer recomputes with the current policy before the update, as
+    # RLEP's code does for replayed samples: their importance ratio is 1, so they are never clipped away.
+    recompute_behaviour: list[int] | None = None
 
 
 class ReplayStrategy:

@@ -18,6 +18,7 @@ BATCH = 16  # small_workload's grpo.batch_size
 SIZE = f"garbage: sample() must return a list of exactly {BATCH} rollouts or None, got "
 WEIGHTS = "garbage: Batch.weights must hold one finite, non-negative number per rollout"
 REGROUP = "garbage: Batch.regroup must be disjoint lists of batch positions"
+RECOMPUTE = "garbage: Batch.recompute_behaviour must be distinct batch positions"
 
 
 class Shaped(ReplayStrategy):
@@ -69,6 +70,10 @@ def weights(*values):
     (lambda rs: Batch(rs, regroup=[[-1, 0]]), REGROUP),
     (lambda rs: Batch(rs, regroup=[[0, 1.0]]), REGROUP),  # not an int
     (lambda rs: Batch(rs, regroup=[["0", "1"]]), REGROUP),
+    (lambda rs: Batch(rs, recompute_behaviour=[0, 0]), RECOMPUTE),  # twice
+    (lambda rs: Batch(rs, recompute_behaviour=[BATCH]), RECOMPUTE),  # out of range
+    (lambda rs: Batch(rs, recompute_behaviour=[True]), RECOMPUTE),  # not a position
+    (lambda rs: Batch(rs, recompute_behaviour="0"), RECOMPUTE),
 ])
 def test_invalid_batch_ends_the_run_with_a_garbage_verdict(tiny_checkpoint, arith_task, shape, verdict):
     with pytest.raises(StrategyFailure) as failure:
@@ -81,6 +86,7 @@ def test_invalid_batch_ends_the_run_with_a_garbage_verdict(tiny_checkpoint, arit
     lambda rs: tuple(rs),
     lambda rs: Batch(rs, [0.0, 2, 0.5] + [1.0] * (len(rs) - 3), regroup=[[0, 5, 9], [2, 3]]),
     lambda rs: Batch(rs, regroup=[]),
+    lambda rs: Batch(rs, regroup=[[0, 1]], recompute_behaviour=[1, 3]),
 ])
 def test_valid_batches_train(tiny_checkpoint, arith_task, shape):
     assert run_pipeline(tiny_checkpoint, arith_task, shape).trainer_step > 0
@@ -121,3 +127,55 @@ def test_regrouped_advantages_are_recomputed_over_the_named_positions(tiny_check
     assert [batch[i].group_reward_mean for i in others] == [given[i].group_reward_mean for i in others]
     # the regrouped advantages differ from the generation groups' own: the test would see a skipped recompute
     assert any(batch[i].advantage != pytest.approx(given[i].advantage) for positions in regroup for i in positions)
+
+
+def test_recomputed_behaviour_reaches_the_trainer_as_the_current_policys(tiny_checkpoint, coin_task, monkeypatch):
+    trained = []
+    step = GRPOTrainer.step
+
+    def recording_step(self, rollouts, weights=None, **kwargs):
+        trained.append(list(rollouts))
+        return step(self, rollouts, weights, **kwargs)
+
+    monkeypatch.setattr(GRPOTrainer, "step", recording_step)
+    run_pipeline(tiny_checkpoint, coin_task, lambda rs: Batch(rs, recompute_behaviour=[2, 5]), budget=10_000)
+    assert [i for i, r in enumerate(trained[0]) if r.current_policy_behaviour] == [2, 5]
+
+
+def test_a_stale_sample_whose_behaviour_is_recomputed_has_ratio_one(tiny_checkpoint, coin_task):
+    import dataclasses
+
+    import torch
+
+    from benchmark.engine.ledger import PendingGroup, build_rollouts
+    from benchmark.rl.generation import HFEngine
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
+    tok = AutoTokenizer.from_pretrained(tiny_checkpoint, padding_side="left")
+    doc = coin_task.docs("train")[0]
+    completions = HFEngine(model, tok).generate([coin_task.doc_to_text(doc)], n=4, temperature=1.0,
+                                                max_new_tokens=4, seed=[1])[0]
+    fresh = build_rollouts(PendingGroup("p", completions, [1.0, 0.0, 1.0, 0.0], 0), 0, 0, 0, 0.0)
+    # as if sampled long ago by another policy: its recorded log-probs are far from the current ones
+    stale = [dataclasses.replace(r, behaviour_logprobs=tuple(x - 3.0 for x in r.behaviour_logprobs)) for r in fresh]
+    trainer = GRPOTrainer(model, tok.pad_token_id, lr=0.0)
+    torch.manual_seed(0)
+    assert trainer.step(stale)["ratio_mean"] > 10  # e^3: clipped, no gradient from most tokens
+    recomputed = [dataclasses.replace(r, current_policy_behaviour=True) for r in stale]
+    stats = trainer.step(recomputed)
+    assert stats["ratio_mean"] == pytest.approx(1.0) and stats["clip_fraction"] == 0.0
+
+
+def test_an_isolated_strategys_batch_crosses_the_boundary_whole():
+    """What the box sends for a Batch (ids, weights, regroup, recompute positions) is what the engine reads."""
+    import json
+
+    from benchmark.engine.sandbox import Box, IsolatedStrategy, encode
+    from benchmark.rollout import Rollout
+
+    rollouts = [Rollout(i, 0, "p", (1,), (2,), (-0.5,), 1.0, True, 0.0, 0, 0, 0.0) for i in range(4)]
+    box = Box(ReplayStrategy(), rng_seed=0)
+    sent = box.batch(Batch(rollouts, [1.0, 0.5, 1.0, 2.0], regroup=[[0, 1]], recompute_behaviour=[3]))
+    read = IsolatedStrategy._batch(None, json.loads(encode(sent)), 4)
+    batch = read.resolve({r.rollout_id: r for r in rollouts})
+    assert (batch.weights, batch.regroup, batch.recompute_behaviour) == ([1.0, 0.5, 1.0, 2.0], [[0, 1]], [3])

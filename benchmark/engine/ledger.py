@@ -95,9 +95,10 @@ def checked_pool_request(request) -> tuple[int, int] | None:
 
 def check_batch(sampled, batch_size: int, known: dict[int, Rollout]) -> tuple[list[Rollout], list[float] | None]:
     """What `sample` returned, checked: train only on the engine's own copies of rollouts it handed over."""
-    weights = regroup = None
+    weights = regroup = recompute = None
     if isinstance(sampled, Batch):
-        sampled, weights, regroup = sampled.rollouts, sampled.weights, sampled.regroup
+        sampled, weights, regroup, recompute = (sampled.rollouts, sampled.weights, sampled.regroup,
+                                                sampled.recompute_behaviour)
         if weights is not None and (len(weights) != len(sampled) or not all(
                 isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in weights)):
             raise StrategyFailure("garbage: Batch.weights must hold one finite, non-negative number per rollout")
@@ -117,6 +118,12 @@ def check_batch(sampled, batch_size: int, known: dict[int, Rollout]) -> tuple[li
         checked.append(own)
     if regroup:
         checked = regrouped(checked, regroup)
+    if recompute:
+        if not (isinstance(recompute, (list, tuple)) and len(set(recompute)) == len(recompute) and all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(checked) for i in recompute)):
+            raise StrategyFailure("garbage: Batch.recompute_behaviour must be distinct batch positions")
+        checked = [dataclasses.replace(r, current_policy_behaviour=True) if i in set(recompute) else r
+                   for i, r in enumerate(checked)]
     return checked, None if weights is None else list(weights)
 
 

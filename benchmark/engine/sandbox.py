@@ -81,12 +81,13 @@ class SampledIds:
     ids: list[int]
     weights: object = None
     regroup: object = None
+    recompute_behaviour: object = None
 
     def resolve(self, known: dict[int, Rollout]) -> Batch:
         missing = next((rid for rid in self.ids if rid not in known), None)
         if missing is not None:
             raise StrategyFailure(f"fabricated: rollout {missing} was never produced by the engine")
-        return Batch([known[rid] for rid in self.ids], self.weights, self.regroup)
+        return Batch([known[rid] for rid in self.ids], self.weights, self.regroup, self.recompute_behaviour)
 
 
 # ---- the child process ---------------------------------------------------------------------
@@ -144,9 +145,10 @@ class Box:
         """What `sample` returned, as plain data: rollout ids, weights, regroup lists."""
         if sampled is None:
             return None
-        weights = regroup = None
+        weights = regroup = recompute = None
         if isinstance(sampled, Batch):
-            sampled, weights, regroup = sampled.rollouts, sampled.weights, sampled.regroup
+            sampled, weights, regroup, recompute = (sampled.rollouts, sampled.weights, sampled.regroup,
+                                                    sampled.recompute_behaviour)
         if not isinstance(sampled, (list, tuple)):
             return {"not_a_list": type(sampled).__name__}
         for r in sampled:
@@ -156,7 +158,8 @@ class Box:
                 raise StrategyFailure(f"tampered: rollout {r.rollout_id} differs from the one the engine handed over")
         return {"ids": [r.rollout_id for r in sampled],
                 "weights": None if weights is None else list(weights),
-                "regroup": None if regroup is None else [list(p) for p in regroup]}
+                "regroup": None if regroup is None else [list(p) for p in regroup],
+                "recompute_behaviour": None if recompute is None else list(recompute)}
 
     def answer(self, message: dict):
         call = message["call"]
@@ -359,7 +362,7 @@ class IsolatedStrategy(ReplayStrategy):
         ids = reply.get("ids")
         if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
             raise StrategyFailure("garbage: sample() sent a reply the engine cannot read")
-        return SampledIds(ids, reply.get("weights"), reply.get("regroup"))
+        return SampledIds(ids, reply.get("weights"), reply.get("regroup"), reply.get("recompute_behaviour"))
 
     def pool_request(self):
         return self._call("pool_request")

@@ -301,6 +301,11 @@ class GRPOTrainer:
         else:
             input_ids, attention, completion_mask, behaviour = (t.to(device) for t in pad_batch(rollouts, self.pad_id))
             logp, entropy = token_logprobs_and_entropy(self.model, input_ids, attention, self.temperature)
+        recompute = [i for i, r in enumerate(rollouts) if r.current_policy_behaviour]
+        if recompute:  # the weights do not change within a step: this forward's log-probs are the current policy's
+            rows = torch.tensor(recompute, device=device)
+            behaviour = behaviour.clone()
+            behaviour[rows] = logp.detach()[rows].to(behaviour.dtype)
         if self.loss_cfg.kind == "asymre":
             rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32, device=device)
             baselines = torch.tensor([r.group_reward_mean for r in rollouts], dtype=torch.float32, device=device)

@@ -92,6 +92,8 @@ class RunSpec:
             config["workload"].pop("target_seeds")
         if not self.workload.model.chat_template_options:
             config["workload"]["model"].pop("chat_template_options")
+        if self.workload.grpo.data_parallel == "ddp":
+            config["workload"]["grpo"].pop("data_parallel")
         return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def strategy_spec(self) -> StrategySpec:

@@ -77,6 +77,12 @@ class GRPOConfig:
     # memory only, same update: rollouts per forward/backward, gradients accumulated (0 = the whole batch)
     micro_batch_size: int = 0
     gradient_checkpointing: bool = False  # recompute activations in backward instead of keeping them
+    # memory only, same update: how the T trainers hold the model. "ddp": each holds all of it (weights, gradients,
+    # optimiser state); "fsdp": PyTorch's fully_shard, each holds 1/T of them, gathered layer by layer when used
+    data_parallel: str = "ddp"
+
+
+DATA_PARALLEL = ("ddp", "fsdp")
 
 
 @dataclass
@@ -143,6 +149,8 @@ class Workload:
             problems.append(f"grpo.loss must be one of {', '.join(LOSSES)}, not {g.loss!r}")
         if g.eps_low < 0 or g.eps_high < 0:
             problems.append("grpo.eps_low and grpo.eps_high must be >= 0")
+        if g.data_parallel not in DATA_PARALLEL:
+            problems.append(f"grpo.data_parallel must be one of {', '.join(DATA_PARALLEL)}, not {g.data_parallel!r}")
         if not isinstance(g.micro_batch_size, int) or g.micro_batch_size < 0:
             problems.append(f"grpo.micro_batch_size must be an integer >= 0 (0 = the whole batch), "
                             f"not {g.micro_batch_size!r}")

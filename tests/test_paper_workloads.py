@@ -67,6 +67,7 @@ def test_paper_workloads_follow_the_paper_where_it_speaks_and_say_so_where_it_do
     ({"data_path": {"arith_tiny": "x.jsonl"}}, "data_path names task(s) arith_tiny"),
     ({"eval.pass_k": [1, 32]}, "needs eval.pass_k_samples >= 32"),
     ({"max_new_tokens": -1}, "max_new_tokens must be >= 0"),
+    ({"grpo.data_parallel": "zero3"}, "grpo.data_parallel must be one of ddp, fsdp"),
 ])
 def test_schema_errors_name_the_field(override, message):
     with pytest.raises(WorkloadError, match=re.escape(message)):

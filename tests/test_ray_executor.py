@@ -103,6 +103,22 @@ def test_ray_run_records_the_pipeline_metrics_and_agrees_in_kind(monkeypatch, is
     assert len(accuracy) == 3
 
 
+@needs_ray
+@pytest.mark.slow
+def test_fsdp_trainers_on_ray_gather_the_weights_they_publish_and_stay_in_sync(monkeypatch, isolated_runs):
+    """grpo.data_parallel = fsdp: every publication, evaluation and final hash is a collective of all the ranks."""
+    from benchmark.engine.ray.options import RayOptions
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    config = {**CONFIG, "budget": 40_000, "eval.every": 20_000, "eval.num_problems": 50, "eval.pass_k_problems": 0,
+              "pipeline.sync_every": 2, "grpo.data_parallel": "fsdp"}
+    s = run(RunSpec(load_workload("arith-tiny", config), FIFO, {"buffer_size": 256}, seed=0, executor="ray"),
+            executor_options=RayOptions(num_cpus=2))
+    assert s["ray"]["data_parallel"] == "torch fsdp, gloo"
+    assert s["trainers_in_sync"] and len(s["trainer_weights_sha256"]) == 2 and s["trainer_steps"] >= 2
+    assert [p["compute"] for p in s["eval_curve"]] == [0, 20_000, 40_000]
+
+
 # ---- placement: a pure decision, tested without Ray or GPUs ---------------------------------
 def _gpus_requested(p, workers, trainers):
     return p.worker0.num_gpus + (workers - 1) * p.worker.num_gpus + trainers * p.trainer.num_gpus \

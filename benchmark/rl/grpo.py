@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
 
+from benchmark.rl.data_parallel import full_tensor, is_sharded
 from benchmark.rollout import Rollout
 from benchmark.workload import LOSSES
 
@@ -256,7 +257,9 @@ class GRPOTrainer:
             enable_activation_checkpointing(model)
         # Two forwards per backward (prompts, then completions) suit neither activation checkpointing, which
         # turns the KV cache off, nor DistributedDataParallel, which expects one forward per backward.
-        self.share_prompts = share_prompts and not gradient_checkpointing and not hasattr(model, "module")
+        # FSDP gathers and frees each layer's weights around its forward, once per backward as well.
+        self.share_prompts = (share_prompts and not gradient_checkpointing and not hasattr(model, "module")
+                              and not is_sharded(model))
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
 
     @classmethod
@@ -285,7 +288,7 @@ class GRPOTrainer:
             stats.update(loss=loss.item(), entropy=(entropy_sum / tokens.clamp(min=1)).item())
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
         self.optimizer.step()
-        stats["grad_norm"] = grad_norm.item()
+        stats["grad_norm"] = full_tensor(grad_norm).item()
         return stats
 
     def _forward(self, rollouts: list[Rollout], weights: list[float] | None, normaliser: torch.Tensor | None = None):

@@ -31,8 +31,13 @@ class PolicyError(Exception):
 
 def weights_hash(model) -> str:
     """SHA-256 over the parameter tensors in name order: the same weights give the same hash."""
+    return state_hash(model.state_dict())
+
+
+def state_hash(state: dict) -> str:
+    """weights_hash of a state dict."""
     digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
+    for name, tensor in sorted(state.items()):
         digest.update(name.encode())
         # the raw bytes, whatever the dtype (numpy has no bfloat16)
         digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())

@@ -16,8 +16,9 @@ from benchmark.engine.ledger import PendingGroup, StrategyLedger, StrategySpec, 
 from benchmark.engine.ray.options import make_engine
 from benchmark.engine.stream import doc_id
 from benchmark.grading.prompts import PromptFormat
+from benchmark.rl import data_parallel
 from benchmark.rl.grpo import GRPOTrainer, loss_normaliser
-from benchmark.rl.policy import load_start_policy, set_threads, weights_hash
+from benchmark.rl.policy import load_start_policy, set_threads, state_hash
 
 
 def setup_process(device: str = "cpu") -> None:
@@ -93,17 +94,18 @@ class Trainer:
 
     def join(self, address: str) -> None:
         import torch.distributed as dist
-        from torch.nn.parallel import DistributedDataParallel
 
         dist.init_process_group(self.backend, init_method=address, rank=self.rank, world_size=self.world_size)
-        # DDP broadcasts rank 0's weights at construction and averages gradients in backward.
-        if self.device == "cuda":
-            import torch
+        # every rank starts from the same start policy; DDP also broadcasts rank 0's weights at construction
+        self.kind = self.w.grpo.data_parallel
+        self.trainer = GRPOTrainer.from_config(data_parallel.wrap(self.model, self.kind, self.device), self.pad_id,
+                                               self.w.grpo)
 
-            ddp = DistributedDataParallel(self.model, device_ids=[torch.cuda.current_device()])
-        else:
-            ddp = DistributedDataParallel(self.model)
-        self.trainer = GRPOTrainer.from_config(ddp, self.pad_id, self.w.grpo)
+    def _weights(self, every_rank: bool) -> dict | None:
+        """The whole weights on the CPU: gathered by every rank under FSDP (a collective), else rank 0's own."""
+        if self.kind == "fsdp":
+            return data_parallel.full_state_dict(self.model)
+        return cpu_state_dict(self.model) if every_rank or self.rank == 0 else None
 
     def step(self, part: tuple, publish: bool, min_seconds: float = 0.0) -> dict:
         """Train on this rank's slice; `share` is its part of the batch's loss normaliser. The step
@@ -115,16 +117,19 @@ class Trainer:
         stats = self.trainer.step(rollouts, weights, loss_scale=self.world_size * share)
         busy = time.perf_counter() - start
         self.steps += 1
-        published = [ray.put(cpu_state_dict(self.model))] if publish and self.rank == 0 else None
+        weights = self._weights(every_rank=False) if publish else None
+        published = [ray.put(weights)] if publish and self.rank == 0 else None
         time.sleep(max(0.0, min_seconds - (time.perf_counter() - start)))
         return {"stats": stats, "share": share, "completion_tokens": sum(len(r.completion_ids) for r in rollouts),
                 "busy_s": busy, "published": published}
 
     def weights(self) -> tuple[int, dict]:
-        return self.steps, cpu_state_dict(self.model)
+        """Called on every rank at once (FSDP gathers)."""
+        return self.steps, self._weights(every_rank=True)
 
     def weights_sha256(self) -> str:
-        return weights_hash(self.model)
+        """This rank's weights' hash (the whole weights, gathered under FSDP: call it on every rank)."""
+        return state_hash(self._weights(every_rank=True))
 
 
 class StrategyHost:

@@ -9,7 +9,7 @@ The same run as the virtual-time pipeline, with real asynchrony instead of virtu
   process as well, with `isolated`, as in official runs), checks every batch the strategy returns
   and cuts it into the T trainers' slices. Rollouts flow workers -> strategy actor -> trainers
   through Ray's object store, never through the driver.
-- T trainer actors train data-parallel (torch.distributed, DistributedDataParallel): each
+- T trainer actors train data-parallel (torch.distributed, DDP or FSDP: grpo.data_parallel): each
   computes the gradient of its slice, DDP averages the gradients, so the trainers' weights stay
   identical. Every `sync_every` steps the rank-0 trainer publishes its weights (`ray.put`, as CPU
   tensors whatever its device); a worker loads the newest published weights before its next
@@ -242,7 +242,9 @@ class RayPipeline(Executor):
     def _queue_due_evals(self, everything: bool = False) -> None:
         points = self.eval_points()
         while self.evals_queued < len(points) and (everything or self.compute_used >= points[self.evals_queued] - 1e-9):
-            ref = self.evaluator.evaluate.remote(self.trainers[0].weights.remote(), self.evals_queued)
+            # under FSDP every rank takes part in gathering the weights; rank 0's copy is evaluated
+            askers = self.trainers if self.w.grpo.data_parallel == "fsdp" else self.trainers[:1]
+            ref = self.evaluator.evaluate.remote([t.weights.remote() for t in askers][0], self.evals_queued)
             self.in_flight[ref] = ("eval", {"compute": points[self.evals_queued], "compute_at_eval": self.compute_used,
                                             "rollouts_generated": self.rollouts_generated,
                                             "measured_device_s": self.costs.devices * self.elapsed()})
@@ -372,7 +374,7 @@ class RayPipeline(Executor):
             "trainers_in_sync": len(set(f["trainer_weights_sha256"])) == 1,
             "ray": {"workers": self.W, "trainers": self.T, **self.placement.describe(),
                     "engine": self.options.engine, "pace": self.options.pace,
-                    "data_parallel": f"torch DistributedDataParallel, {self.placement.backend}"},
+                    "data_parallel": f"torch {self.w.grpo.data_parallel}, {self.placement.backend}"},
         }
 
     def close(self) -> None:

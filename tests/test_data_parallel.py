@@ -1,0 +1,84 @@
+"""The trainers' two ways of sharing the model, DDP and FSDP (fully_shard), give the update of one trainer on the
+whole batch, up to float rounding: two ranks on CPU with gloo, each training its half of the batch as a Ray
+trainer does (its loss scaled by its share of the batch's normaliser)."""
+
+import random
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from benchmark.rl import data_parallel
+from benchmark.rl.grpo import GRPOTrainer, loss_normaliser
+from benchmark.rl.tiny_lm import build_char_tokenizer, build_tiny_model
+from benchmark.rollout import Rollout
+
+STEPS, WORLD = 3, 2
+
+
+def model_and_pad():
+    tokenizer = build_char_tokenizer("0123456789+=")
+    # two decoder layers and tied embeddings: what FSDP shards layer by layer, and a weight two modules share
+    return build_tiny_model(tokenizer, hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, seed=0), \
+        tokenizer.pad_token_id
+
+
+def batches() -> list[list[Rollout]]:
+    rng = random.Random(0)
+    out = []
+    for _ in range(STEPS):
+        batch = []
+        for i in range(8):
+            prompt = tuple(rng.randrange(4, 16) for _ in range(rng.randrange(3, 6)))
+            completion = tuple(rng.randrange(4, 16) for _ in range(rng.randrange(2, 5)))
+            batch.append(Rollout(i, i // 4, f"p{i // 4}", prompt, completion, (0.0,) * len(completion),
+                                 float(i % 2), bool(i % 2), rng.uniform(-1, 1), 0, 0, 0.0,
+                                 current_policy_behaviour=True))  # ratio 1: every token gives a gradient
+        out.append(batch)
+    return out
+
+
+def train(trainer, rank: int, world: int) -> None:
+    for batch in batches():
+        total = float(loss_normaliser(batch, "token_mean"))
+        part = batch[rank::world]
+        trainer.step(part, loss_scale=world * float(loss_normaliser(part, "token_mean")) / total)
+
+
+def rank_main(rank: int, kind: str, port: int, out: str) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD)
+    model, pad = model_and_pad()
+    wrapped = data_parallel.wrap(model, kind)
+    assert data_parallel.is_sharded(model) == (kind == "fsdp")
+    train(GRPOTrainer(wrapped, pad, lr=1e-2), rank, WORLD)
+    weights = data_parallel.full_state_dict(model)  # every rank: a collective under FSDP
+    if rank == 0:
+        torch.save(weights, out)
+    dist.destroy_process_group()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_ddp_and_fsdp_give_the_single_trainer_update(tmp_path):
+    model, pad = model_and_pad()
+    single = GRPOTrainer(model, pad, lr=1e-2, share_prompts=False)
+    for batch in batches():
+        single.step(batch)
+    expected = {k: v.detach() for k, v in model.state_dict().items()}
+    for kind in ("ddp", "fsdp"):
+        out = tmp_path / f"{kind}.pt"
+        mp.spawn(rank_main, args=(kind, free_port(), str(out)), nprocs=WORLD)
+        got = torch.load(out)
+        assert got.keys() == expected.keys()
+        for name, tensor in expected.items():
+            assert torch.allclose(got[name], tensor, atol=1e-5, rtol=1e-4), (kind, name)
+        assert any(not torch.equal(v, model_and_pad()[0].state_dict()[k]) for k, v in got.items())  # it trained

@@ -23,6 +23,16 @@ def test_measure_gives_throughputs_and_their_ratio():
         measure(workload, engine="sglang")
 
 
+def test_generation_calls_of_the_pipelines_size_are_timed_per_token():
+    workload = load_workload("arith-tiny", {"grpo.batch_size": 16, "grpo.group_size": 4})
+    m = measure(workload, repeats=1, log=lambda *_: None, prompts_per_call=8)  # 32 rows per call, batches of 16
+    assert m.rollouts == 32 and m.trained_tokens[0] < m.tokens[0]
+    per_token = (m.generation_seconds[0] / m.tokens[0]) / (m.training_seconds[0] / m.trained_tokens[0])
+    assert m.mu == pytest.approx(per_token)
+    with pytest.raises(WorkloadError, match="prompts-per-call must be at least 1"):
+        measure(workload, repeats=1, prompts_per_call=0)
+
+
 def test_cli_prints_mu_and_writes_it_only_when_asked(tmp_path, capsys):
     path = tmp_path / "arith-tiny.yaml"
     shutil.copy(WORKLOADS_DIR / "arith-tiny.yaml", path)

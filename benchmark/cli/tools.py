@@ -42,6 +42,9 @@ def add_parsers(subparsers) -> None:
                    help="override a workload field, e.g. model.source=tiny to try a paper workload with the CPU model")
     p.add_argument("--write", action="store_true",
                    help="write pipeline.mu and pipeline.mu_source into the workload file")
+    p.add_argument("--prompts-per-call", type=int, metavar="P",
+                   help="prompts per timed generation call (x group_size samples); default: the median the store's "
+                        "runs of the workload generated per call, else one batch's worth (batch_size / group_size)")
     p.add_argument("--from-runs", action="store_true",
                    help="time nothing: the mu each finished run of the workload saw (its counters: seconds per "
                         "generated token / seconds per trained token), per configuration, and their median, as the "
@@ -101,8 +104,9 @@ def cmd_grade(args) -> int:
     return 0
 
 
-def mu_from_runs(workload_name: str) -> tuple[dict[str, list[float]], list[float]]:
-    """The mu each finished run of the workload measured, by configuration (strategy (W,T)), and all of them."""
+def measured_by_runs(workload_name: str, key: str) -> tuple[dict[str, list[float]], list[float]]:
+    """What each finished run of the workload measured (its summary's measured[key]: mu, rows_per_generate_call),
+    by configuration (strategy (W,T)), and all of it."""
     from benchmark.leaderboard.store import load_runs, reading_store
     from benchmark.tracking import tracking_uri
 
@@ -110,11 +114,12 @@ def mu_from_runs(workload_name: str) -> tuple[dict[str, list[float]], list[float
         records = load_runs([workload_name])
     by_config: dict[str, list[float]] = {}
     for rec in records:
-        mu = ((rec.summary or {}).get("measured") or {}).get("mu")
-        if rec.status == "finished" and mu:
+        value = ((rec.summary or {}).get("measured") or {}).get(key)
+        if rec.status == "finished" and value:
             pipe = rec.summary["config"]["workload"]["pipeline"]
-            by_config.setdefault(f"{rec.name or rec.strategy} ({pipe['workers']},{pipe['trainers']})", []).append(mu)
-    return by_config, [mu for values in by_config.values() for mu in values]
+            by_config.setdefault(f"{rec.name or rec.strategy} ({pipe['workers']},{pipe['trainers']})", []).append(
+                value)
+    return by_config, [v for values in by_config.values() for v in values]
 
 
 def cmd_measure_mu_from_runs(args) -> int:
@@ -124,7 +129,7 @@ def cmd_measure_mu_from_runs(args) -> int:
     from benchmark.workload import workload_path
 
     workload = load_workload(args.workload)
-    by_config, every = mu_from_runs(workload.name)
+    by_config, every = measured_by_runs(workload.name, "mu")
     if not every:
         raise WorkloadError(f"no finished run of {workload.name} in this store records the mu it saw (runs record it "
                             "since this release): run some, or time batches with `replaybench measure-mu` instead")
@@ -159,7 +164,16 @@ def cmd_measure_mu(args) -> int:
     if overrides and args.write:
         raise WorkloadError("--write records mu in the workload file: measure the workload as it is, without --set")
     workload = load_workload(args.workload, overrides)
-    m = measure(workload, engine=args.engine, repeats=args.repeats, log=console.print)
+    prompts = args.prompts_per_call
+    if prompts is None:
+        import statistics
+
+        _, rows = measured_by_runs(workload.name, "rows_per_generate_call")
+        if rows:
+            prompts = max(1, round(statistics.median(rows) / workload.grpo.group_size))
+            console.print(f"timing calls of {prompts} prompts x {workload.grpo.group_size} samples: the median of "
+                          f"{len(rows)} runs of {workload.name} in this store (--prompts-per-call to choose)")
+    m = measure(workload, engine=args.engine, repeats=args.repeats, log=console.print, prompts_per_call=prompts)
     table = Table(title=f"{workload.name}: mu measured on {m.device} ({m.engine} engine)")
     for col in ("", "median", "per repeat"):
         table.add_column(col, justify="right" if col else "left")

@@ -43,10 +43,11 @@ class MuMeasurement:
     workload: str
     engine: str
     device: str
-    rollouts: int  # per repeat
-    tokens: list[int] = field(default_factory=list)  # prompt + completion tokens of each repeat's batch
+    rollouts: int  # generated per repeat, in one engine call
+    tokens: list[int] = field(default_factory=list)  # prompt + completion tokens each repeat generated
     generation_seconds: list[float] = field(default_factory=list)
     training_seconds: list[float] = field(default_factory=list)
+    trained_tokens: list[int] = field(default_factory=list)  # tokens of each repeat's training batch
 
     @property
     def generation_tokens_per_second(self) -> float:
@@ -54,18 +55,21 @@ class MuMeasurement:
 
     @property
     def training_tokens_per_second(self) -> float:
-        return statistics.median(n / s for n, s in zip(self.tokens, self.training_seconds))
+        return statistics.median(n / s for n, s in zip(self.trained_tokens or self.tokens, self.training_seconds))
 
     @property
     def mu(self) -> float:
-        """Median over repeats of (generation time / training time) of the same rollouts."""
-        return statistics.median(g / t for g, t in zip(self.generation_seconds, self.training_seconds))
+        """Median over repeats of (generation seconds per token / training seconds per token); with a call of
+        one batch's rollouts, the ratio of the two times on the same rollouts."""
+        trained = self.trained_tokens or self.tokens
+        return statistics.median((g / n) / (t / m) for g, n, t, m in zip(
+            self.generation_seconds, self.tokens, self.training_seconds, trained))
 
     def source_note(self) -> str:
         train, gen = self.training_tokens_per_second, self.generation_tokens_per_second
         return (f"measured: replaybench measure-mu, {self.engine} engine on {self.device}, median of "
-                f"{len(self.tokens)} repeats of {self.rollouts} rollouts, {date.today().isoformat()}: training "
-                f"{train:,.0f} tok/s / generation {gen:,.0f} tok/s")
+                f"{len(self.tokens)} repeats of {self.rollouts} rollouts per generation call, "
+                f"{date.today().isoformat()}: training {train:,.0f} tok/s / generation {gen:,.0f} tok/s")
 
 
 def device_name() -> str:
@@ -85,8 +89,12 @@ def _engine(kind: str, model, tokenizer, device: str, source: str):
     return transformers_engine(model.to(device), tokenizer, source)
 
 
-def measure(workload: Workload, engine: str = "hf", repeats: int = 5, log=print) -> MuMeasurement:
-    """Time generation and training of workload-sized batches with the workload's start model."""
+def measure(workload: Workload, engine: str = "hf", repeats: int = 5, log=print,
+            prompts_per_call: int | None = None) -> MuMeasurement:
+    """Time generation and training with the workload's start model: each repeat one engine call of
+    `prompts_per_call` prompts x group_size samples (default: one batch's worth, batch_size / group_size
+    prompts; the pipeline's own calls are often larger, which generates more tokens per second), then one GRPO
+    step on a batch of batch_size of those rollouts (cycled when the call made fewer)."""
     from benchmark.grading.prompts import PromptFormat
     from benchmark.rl.policy import load_start_policy, set_threads
 
@@ -102,7 +110,9 @@ def measure(workload: Workload, engine: str = "hf", repeats: int = 5, log=print)
     prompt = PromptFormat(tokenizer, workload.model.prompt_format, workload.model.chat_template_options)
     max_new_tokens = workload.max_new_tokens or task.max_new_tokens
     docs = task.docs("train")
-    n_prompts = max(1, g.batch_size // g.group_size)
+    if prompts_per_call is not None and prompts_per_call < 1:
+        raise WorkloadError("--prompts-per-call must be at least 1")
+    n_prompts = prompts_per_call or max(1, g.batch_size // g.group_size)
     result = MuMeasurement(workload.name, engine, device_name(), rollouts=n_prompts * g.group_size)
 
     gen = _engine(engine, model, tokenizer, device, workload.model.source)
@@ -120,7 +130,7 @@ def measure(workload: Workload, engine: str = "hf", repeats: int = 5, log=print)
         for doc, completions in zip(chosen, groups):
             group = PendingGroup(doc_id(doc), completions, task.score_many(doc, [c.text for c in completions]), 0)
             rollouts += build_rollouts(group, len(rollouts), 0, 0, 0.0)
-        batches.append(rollouts)
+        batches.append([rollouts[i % len(rollouts)] for i in range(g.batch_size)])
         if repeat >= 0:
             result.generation_seconds.append(seconds)
             result.tokens.append(sum(r.length for r in rollouts))
@@ -138,6 +148,7 @@ def measure(workload: Workload, engine: str = "hf", repeats: int = 5, log=print)
         _sync()
         if repeat >= 0:
             result.training_seconds.append(time.perf_counter() - start)
+            result.trained_tokens.append(sum(r.length for r in rollouts))
             log(f"repeat {repeat + 1}/{repeats}: trained on them in {result.training_seconds[-1]:.2f} s")
     return result
 

@@ -506,3 +506,18 @@ def test_a_sync_period_is_an_entrys_choice_ranked_beside_the_reference_not_as_it
     by_label = {e["label"]: e for e in results["entries"]}
     assert set(by_label) == {"on_policy (6,2)", "on_policy (6,2) sync 4"}  # one name, told apart by the setting
     assert by_label["on_policy (6,2)"]["reference"] and not by_label["on_policy (6,2) sync 4"]["reference"]
+
+
+def test_the_committed_board_separates_the_control_and_keeps_its_target_apart():
+    """The published board itself (leaderboard/results.json): what makes it worth reading."""
+    repo = Path(__file__).resolve().parent.parent
+    board = json.loads((repo / "leaderboard" / "results.json").read_text())
+    w = board["workloads"][WORKLOAD]
+    entries = board["entries"]
+    reference = next(e for e in entries if e["reference"])
+    control = next(e for e in entries if e["name"] == "oldest_first")
+    assert len(entries) >= 10 and control["band"] > reference["band"]
+    assert reference["workloads"][WORKLOAD]["compute_to_target"]["median"] <= 0.6 * w["budget"]
+    assert not set(w["reference_run_ids"]) & set(reference["workloads"][WORKLOAD]["run_ids"])
+    shipped = {p.name for p in (repo / "leaderboard" / "runs").iterdir()}
+    assert {r for e in entries for r in e["workloads"][WORKLOAD]["run_ids"]} <= shipped  # every number can be opened

@@ -282,7 +282,9 @@ def test_hang_is_killed_with_its_whole_process_group(fake_lean, monkeypatch, mod
     verdict = checker(mode, timeout=1.5).check(GOLD, "  norm_num\n")
     elapsed = time.monotonic() - start
     assert verdict.reason == lean_output.TIMEOUT
-    assert elapsed < 1.5 + 3.0  # the limit plus start-up slack
+    # the limit plus start-up slack; LeanInteract also runs gc.collect() each time it kills a REPL (twice on a
+    # time-out), which takes seconds in a process with a large heap, as the full suite's is
+    assert elapsed < 1.5 + (3.0 if mode == "file" else 8.0)
     pids = [int(p) for p in (fake_lean / "pids").read_text().split()]
     deadline = time.monotonic() + 2
     while not all(gone(p) for p in pids) and time.monotonic() < deadline:

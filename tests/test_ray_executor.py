@@ -111,9 +111,10 @@ def test_fsdp_trainers_on_ray_gather_the_weights_they_publish_and_stay_in_sync(m
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     config = {**CONFIG, "budget": 40_000, "eval.every": 20_000, "eval.num_problems": 50, "eval.pass_k_problems": 0,
-              "pipeline.sync_every": 2, "grpo.data_parallel": "fsdp"}
+              "grpo.data_parallel": "fsdp"}
+    # paced: at this CPU's own speeds the workers would spend the budget before the trainers take two steps
     s = run(RunSpec(load_workload("arith-tiny", config), FIFO, {"buffer_size": 256}, seed=0, executor="ray"),
-            executor_options=RayOptions(num_cpus=2))
+            executor_options=RayOptions(num_cpus=2, pace=PACE))
     assert s["ray"]["data_parallel"] == "torch fsdp, gloo"
     assert s["trainers_in_sync"] and len(s["trainer_weights_sha256"]) == 2 and s["trainer_steps"] >= 2
     assert [p["compute"] for p in s["eval_curve"]] == [0, 20_000, 40_000]

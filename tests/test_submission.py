@@ -145,12 +145,12 @@ def test_baselines_are_entries_with_the_settings_they_are_ranked_in():
     fifo = {"buffer_size": 90}  # the paper's N/B = 1.4 at B = 64
     assert settings == {  # the run configs (and so the group keys) of the published runs depend on these
         "on_policy": ("buffer", 6, 2, "baselines/on_policy.py", fifo),
-        "fifo_uniform": ("buffer", 5, 3, "baselines/fifo_uniform.py", fifo),
-        "positive_bias": ("buffer", 5, 3, "baselines/positive_bias.py", {"buffer_size": 90, "delta": 0.25}),
-        "without_replacement": ("buffer", 5, 3, "baselines/without_replacement.py", fifo),
-        "prefer_unused": ("buffer", 5, 3, "baselines/prefer_unused.py", fifo),
-        "sharded": ("buffer", 5, 3, "baselines/sharded.py", fifo),
-        "prioritized": ("buffer", 5, 3, "baselines/prioritized.py", {"buffer_size": 90, "alpha": 0.6, "beta": 0.4}),
+        "fifo_uniform": ("buffer", 6, 2, "baselines/fifo_uniform.py", fifo),
+        "positive_bias": ("buffer", 6, 2, "baselines/positive_bias.py", {"buffer_size": 90, "delta": 0.25}),
+        "without_replacement": ("buffer", 6, 2, "baselines/without_replacement.py", fifo),
+        "prefer_unused": ("buffer", 6, 2, "baselines/prefer_unused.py", fifo),
+        "sharded": ("buffer", 6, 2, "baselines/sharded.py", fifo),
+        "prioritized": ("buffer", 6, 2, "baselines/prioritized.py", {"buffer_size": 90, "alpha": 0.6, "beta": 0.4}),
         "rlep": ("buffer", 6, 2, "baselines/rlep.py",
                  {"pool_prompts": 512, "pool_samples": 8, "replay_k": 2, "refresh": False}),
         "oldest_first": ("buffer", 5, 3, "baselines/oldest_first.py", fifo),  # the control

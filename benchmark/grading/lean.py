@@ -259,7 +259,8 @@ class ReplProcess:
         return self.server.is_alive()
 
     def close(self) -> None:
-        self.server.kill()
+        if self.server._proc is not None:  # None: LeanInteract already killed it (a time-out, a crash)
+            self.server.kill()
 
 
 class LeanChecker:

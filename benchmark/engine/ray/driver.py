@@ -242,8 +242,7 @@ class RayPipeline(Executor):
     def _queue_due_evals(self, everything: bool = False) -> None:
         points = self.eval_points()
         while self.evals_queued < len(points) and (everything or self.compute_used >= points[self.evals_queued] - 1e-9):
-            # under FSDP every rank takes part in gathering the weights; rank 0's copy is evaluated
-            askers = self.trainers if self.w.grpo.data_parallel == "fsdp" else self.trainers[:1]
+            askers = self.trainers if self.w.grpo.data_parallel == "fsdp" else self.trainers[:1]  # FSDP: all gather
             ref = self.evaluator.evaluate.remote([t.weights.remote() for t in askers][0], self.evals_queued)
             self.in_flight[ref] = ("eval", {"compute": points[self.evals_queued], "compute_at_eval": self.compute_used,
                                             "rollouts_generated": self.rollouts_generated,

@@ -1,27 +1,31 @@
-"""RLEP (Kwai Klear 2025): replay the starting policy's verified successes next to fresh rollouts.
+"""RLEP (Kwai Klear 2025): replay verified successes of an RL-trained policy next to fresh rollouts.
 
-Phase 1 (`pool_request`): the starting policy samples `pool_samples` completions for each of the
-first `pool_prompts` prompts of the training stream (its compute is charged); the correct ones
-form a per-prompt pool. Phase 2: batches are built on-policy (freshest groups first, each rollout
-used once) and each fresh group is joined by up to `replay_k` successes drawn from its prompt's
-pool; the engine recomputes the group advantage over the mixed group (`Batch.regroup`), as RLEP
-does (16 + 2 in the paper). RLEP's pool is never refreshed; `refresh=True` also adds new
-successes, the improvement its critics suggest.
+Phase 1 (`pool_request`): the engine trains the starting policy with the no-buffer reference for
+`trained_for` of the budget, then that policy samples `pool_samples` completions for each of the
+first `pool_prompts` prompts of the training stream; the correct ones form a per-prompt pool. All of
+it is charged. Phase 2, from the starting policy again: batches are built on-policy (freshest groups
+first, each rollout used once) and each fresh group is joined by up to `replay_k` successes drawn
+from its prompt's pool; the engine recomputes the group advantage over the mixed group (`regroup`,
+16 + 2 in the paper) and, as RLEP's code does, the replayed samples' old log-probs with the current
+policy (`recompute_behaviour`), so their importance ratio starts at 1 and the clip never drops them.
+RLEP's pool is never refreshed; `refresh=True` also adds new successes, the improvement its critics
+suggest. `trained_for=0` samples the pool with the starting policy instead.
 """
 
-from benchmark import Batch, ReplayStrategy
+from benchmark import Batch, PoolRequest, ReplayStrategy
 
 
 class RLEP(ReplayStrategy):
-    def __init__(self, pool_prompts: int = 512, pool_samples: int = 8, replay_k: int = 2, refresh: bool = False,
-                 pool_per_prompt: int = 8, buffer_size: int = 256):
-        self.pool_prompts, self.pool_samples, self.replay_k = pool_prompts, pool_samples, replay_k
-        self.refresh, self.pool_per_prompt, self.buffer_size = refresh, pool_per_prompt, buffer_size
+    def __init__(self, pool_prompts: int = 4096, pool_samples: int = 64, trained_for: float = 0.2, replay_k: int = 2,
+                 recompute: bool = True, refresh: bool = False, pool_per_prompt: int = 16, buffer_size: int = 256):
+        self.pool_prompts, self.pool_samples, self.trained_for = pool_prompts, pool_samples, trained_for
+        self.replay_k, self.recompute, self.refresh = replay_k, recompute, refresh
+        self.pool_per_prompt, self.buffer_size = pool_per_prompt, buffer_size
         self.pool = {}  # prompt_id -> successes, oldest first
         self.groups = []  # fresh groups (lists of rollouts), oldest first
 
     def pool_request(self):
-        return (self.pool_prompts, self.pool_samples)
+        return PoolRequest(self.pool_prompts, self.pool_samples, self.trained_for)
 
     def _remember(self, rollouts):
         for r in rollouts:
@@ -41,7 +45,7 @@ class RLEP(ReplayStrategy):
             self._remember(rollouts)
 
     def sample(self, batch_size, ctx):
-        groups, rollouts, regroup, replays = list(self.groups), [], [], []
+        groups, rollouts, regroup, slots = list(self.groups), [], [], []
         while len(rollouts) < batch_size:
             if not groups:
                 return None  # not enough fresh data yet: nothing is consumed
@@ -53,11 +57,13 @@ class RLEP(ReplayStrategy):
                 break
             pool = self.pool.get(group[0].prompt_id, [])
             k = min(self.replay_k, len(pool), room - len(group))
-            replays.append((len(rollouts), pool, k))
-            rollouts += group + [None] * k  # replay slots, drawn once the batch is complete
+            rollouts += group
+            slots.append((len(rollouts), pool, k))
+            rollouts += [None] * k  # replay slots, drawn once the batch is complete
             regroup.append(list(range(len(rollouts) - len(group) - k, len(rollouts))))
-        for start, pool, k in replays:
-            end = next(g[-1] for g in regroup if g[0] == start) + 1
-            rollouts[end - k:end] = [pool[i] for i in ctx.rng.choice(len(pool), size=k, replace=False)] if k else []
+        for first, pool, k in slots:
+            if k:
+                rollouts[first:first + k] = [pool[i] for i in ctx.rng.choice(len(pool), size=k, replace=False)]
         self.groups = groups
-        return Batch(rollouts, regroup=regroup)
+        replayed = [first + i for first, _, k in slots for i in range(k)]
+        return Batch(rollouts, regroup=regroup, recompute_behaviour=replayed if self.recompute else None)

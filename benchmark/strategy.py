@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -75,6 +76,20 @@ class Batch:
     recompute_behaviour: list[int] | None = None
 
 
+class PoolRequest(NamedTuple):
+    """What `pool_request` may return: a pool of rollouts generated before training starts, charged in full.
+
+    prompts: the first `prompts` prompts of the training stream; samples: completions per prompt.
+    trained_for: the share of the budget first spent training the starting policy with the no-buffer reference
+        (on_policy, this run's seed and split), whose policy then samples the pool (RLEP's phase 1); training then
+        starts again from the starting policy. 0: the starting policy samples the pool.
+    """
+
+    prompts: int
+    samples: int
+    trained_for: float = 0.0
+
+
 class ReplayStrategy:
     """Base class of every buffer strategy.
 
@@ -98,10 +113,11 @@ class ReplayStrategy:
         """
         raise NotImplementedError
 
-    def pool_request(self) -> tuple[int, int] | None:
-        """Optional: (prompts, samples_per_prompt) to generate with the starting policy before training
-        starts, for the first `prompts` prompts of the training stream. All W + T devices generate it
-        and its compute is charged. The rollouts arrive through `add_pool`. Default: no pool."""
+    def pool_request(self) -> PoolRequest | tuple[int, int] | None:
+        """Optional: a `PoolRequest` (or (prompts, samples_per_prompt)): completions for the first prompts of the
+        training stream, generated before training starts by the starting policy, or by a policy first trained
+        on-policy for `trained_for` of the budget. All W + T devices generate it and all its compute, training
+        included, is charged. The rollouts arrive through `add_pool`. Default: no pool."""
         return None
 
     def add_pool(self, rollouts: list[Rollout], ctx: StrategyContext) -> None:

@@ -4,7 +4,8 @@
 
 Tracks:
   buffer  the entry chooses only its strategy, its (W, T) and its buffer size; the loss is GRPO.
-  open    it may also choose a registered loss (`grpo` or `asymre`).
+  open    it may also choose a registered loss (`grpo` or `asymre`) and, under `grpo:`, the clip range, AsymRE's
+          delta and the learning rate (OPEN_TRACK_GRPO).
 Everything else (model, task, learning rate, G, B, evaluation, budget, seeds) is the workload's.
 """
 
@@ -23,7 +24,10 @@ from benchmark.workload import LOSSES, Workload, load_workload
 TRACKS = ("buffer", "open")
 REQUIRED = ("name", "authors", "contact", "description", "strategy", "track", "workers", "trainers")
 # the class: the file's one subclass, or STRATEGY = X
-OPTIONAL = ("buffer_size", "hyperparameters", "loss", "sync_every")
+OPTIONAL = ("buffer_size", "hyperparameters", "loss", "sync_every", "grpo")
+# the GRPO settings an open-track entry may choose (RLEP's clip-higher eps_high 0.28; the paper's theory sets the
+# learning rate jointly with N, the replay count and B)
+OPEN_TRACK_GRPO = ("asymre_delta", "eps_low", "eps_high", "lr")
 BASELINES_FILE = BASELINES_DIR / "baselines.yaml"
 
 
@@ -46,6 +50,7 @@ class Submission:
     hyperparameters: dict = field(default_factory=dict)
     loss: str = "grpo"
     sync_every: int | None = None  # trainer steps between the workers' weight updates (default: the workload's)
+    grpo: dict = field(default_factory=dict)  # open track: OPEN_TRACK_GRPO settings
 
     def content_sha256(self) -> str:
         """Hash of every file of the entry (names and bytes): what was run is what is on record."""
@@ -64,20 +69,13 @@ class Submission:
     def workload_for(self, workload_name: str, budget: float | None = None, overrides: dict | None = None) -> Workload:
         """The workload with the entry's (W, T) and loss; `overrides` (e.g. --set) may change anything else,
         and the loss."""
-        overrides = {"grpo.loss": self.loss, **(overrides or {}),
+        overrides = {"grpo.loss": self.loss, **{f"grpo.{k}": v for k, v in self.grpo.items()}, **(overrides or {}),
                      "pipeline.workers": self.workers, "pipeline.trainers": self.trainers}
         if self.sync_every is not None:
             overrides["pipeline.sync_every"] = self.sync_every
         if budget is not None:
             overrides["budget"] = budget
         return load_workload(workload_name, overrides)
-
-    def run_specs(self, workload_name: str, seeds: list[int] | None = None, budget: float | None = None):
-        from benchmark.runner import RunSpec  # the engine loads when runs are made, not when an entry is read
-
-        workload = self.workload_for(workload_name, budget)
-        return [RunSpec(workload, self.strategy, self.strategy_params(), seed, isolated=True)
-                for seed in (seeds if seeds is not None else workload.seeds)]
 
 
 def load_submission(folder: str | Path) -> Submission:
@@ -163,6 +161,12 @@ def parse_entry(data: dict, folder: Path, where: str) -> Submission:
         problems.append(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
     elif loss != "grpo" and data.get("track") == "buffer":
         problems.append("the buffer track fixes the loss to grpo: remove `loss` or use track: open")
+    grpo = data.get("grpo", {})
+    if not isinstance(grpo, dict) or any(k not in OPEN_TRACK_GRPO for k in grpo) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in grpo.values()):
+        problems.append(f"grpo must map some of {', '.join(OPEN_TRACK_GRPO)} to positive numbers, not {grpo!r}")
+    elif grpo and data.get("track") == "buffer":
+        problems.append("the buffer track fixes the GRPO settings: remove `grpo` or use track: open")
     for key in ("workers", "trainers", "buffer_size", "sync_every"):
         if key in data and not (isinstance(data[key], int) and not isinstance(data[key], bool) and data[key] >= 1):
             problems.append(f"{key} must be a positive integer, not {data[key]!r}")
@@ -189,5 +193,5 @@ def parse_entry(data: dict, folder: Path, where: str) -> Submission:
         contact=str(data["contact"]), description=str(data["description"]), strategy=strategy,
         track=data["track"], workers=data["workers"], trainers=data["trainers"],
         buffer_size=data.get("buffer_size"), hyperparameters=dict(data.get("hyperparameters", {})),
-        loss=loss, sync_every=data.get("sync_every"),
+        loss=loss, sync_every=data.get("sync_every"), grpo=dict(grpo),
     )

@@ -80,7 +80,7 @@ def test_replay_ratio_matches_mu_T_over_W_and_compute_is_devices_times_time(tiny
 
 @pytest.mark.parametrize("strategy, params, workers", [
     ("on_policy", {"buffer_size": 32}, 2),  # trainers wait for data
-    ("rlep", {"pool_prompts": 12, "pool_samples": 4}, 6),  # workers wait for the pool
+    ("rlep", {"pool_prompts": 12, "pool_samples": 4, "trained_for": 0}, 6),  # workers wait for the pool
     ("fifo_uniform", {"buffer_size": 32}, 5),  # trainers never wait once the buffer holds a batch
 ])
 def test_busy_and_idle_time_follow_the_tokens_generated_and_trained(tiny_checkpoint, arith_task, strategy, params,
@@ -191,7 +191,7 @@ def test_every_baseline_trains_in_the_pipeline(tiny_checkpoint, arith_task, name
 
 
 def test_pool_phase_is_charged_and_precedes_the_workers(tiny_checkpoint, arith_task):
-    strategy = recording("rlep", {"pool_prompts": 20, "pool_samples": 4})
+    strategy = recording("rlep", {"pool_prompts": 20, "pool_samples": 4, "trained_for": 0})
     p = make_pipeline(tiny_checkpoint, arith_task, strategy, None, **{"pipeline.workers": 6, "pipeline.trainers": 2})
     p.run()
     mu = small_workload(tiny_checkpoint).pipeline.mu
@@ -208,6 +208,39 @@ def test_pool_phase_is_charged_and_precedes_the_workers(tiny_checkpoint, arith_t
     assert s["rollouts_generated"] == 80 + sum(map(len, strategy.seen_groups))
     assert s["trainer_steps"] > 0
     assert s["compute_used"] == pytest.approx(60_000)
+
+
+def test_rlep_trains_its_pool_policy_first_charges_it_and_still_replays_at_the_end(tiny_checkpoint, coin_task):
+    from benchmark.rl.grpo import group_advantages
+
+    strategy = recording("rlep", {"pool_prompts": 100, "pool_samples": 2, "trained_for": 0.25})
+    p = make_pipeline(tiny_checkpoint, coin_task, strategy, None, **{"pipeline.workers": 6, "pipeline.trainers": 2})
+    trained = []
+    step = p.trainer.step
+    p.trainer.step = lambda batch, weights: (trained.append(batch), step(batch, weights))[1]
+    p.run()
+    pool = p.summary()["pool"]
+    # phase 1: the reference trained for a quarter of the budget, then sampled the pool; all of it is charged
+    assert pool["training_compute"] == pytest.approx(15_000) and pool["training_steps"] > 3
+    assert pool["rollouts"] == len(strategy.seen_pool) == 200 and pool["correct"] > 50
+    assert pool["compute"] == pytest.approx(pool["training_compute"] + pool["generation_compute"])
+    assert pool["generation_compute"] > 5_000
+    assert all(r.policy_version == -pool["training_steps"] for r in strategy.seen_pool)
+    first_start = min(g[0].created_time - 5.28 * tokens(g) for g in strategy.seen_groups)
+    assert first_start == pytest.approx(pool["compute"] / 8)  # the workers start when phase 1 and the pool are done
+    # phase 2 starts again from the starting policy: its first groups are the reference's own first groups
+    assert strategy.seen_groups[0][0].policy_version == 0
+    # the last tenth of the steps still replays, over mixed groups, with old log-probs recomputed
+    pool_ids = {r.rollout_id for r in strategy.seen_pool}
+    last = trained[-max(1, len(trained) // 10):]
+    replayed = [r for batch in last for r in batch if r.rollout_id in pool_ids]
+    assert replayed and all(r.current_policy_behaviour for r in replayed)
+    assert not any(r.current_policy_behaviour for batch in last for r in batch if r.rollout_id not in pool_ids)
+    batch = next(b for b in last if any(r.rollout_id in pool_ids for r in b))
+    first = next(i for i, r in enumerate(batch) if r.rollout_id in pool_ids)
+    mixed = [r for r in batch if r.prompt_id == batch[first].prompt_id]
+    assert len(mixed) > 4  # G = 4 fresh + the replays
+    assert [r.advantage for r in mixed] == pytest.approx(group_advantages([r.reward for r in mixed]))
 
 
 @pytest.mark.parametrize("strategy, params", [

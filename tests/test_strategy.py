@@ -162,7 +162,7 @@ def test_rlep_mixes_each_fresh_group_with_replayed_successes_of_its_prompt():
     from benchmark import Batch
 
     s = build_strategy(BASELINES / "rlep.py", {"replay_k": 2, "buffer_size": 64})
-    assert s.pool_request() == (512, 8)
+    assert s.pool_request() == (4096, 64, 0.2)  # RLEP's phase 1: a policy trained first, 64 samples a prompt
     pool = [Rollout(100 + i, 50, "p", (1,), (2,), (-1.0,), 1.0, True, 0.0, 0, 0, 0.0) for i in range(3)]
     s.add_pool(pool + [Rollout(200, 51, "q", (1,), (2,), (-1.0,), 0.0, False, 0.0, 0, 0, 0.0)], ctx())
     assert set(s.pool) == {"p"}  # only successes are kept
@@ -173,7 +173,23 @@ def test_rlep_mixes_each_fresh_group_with_replayed_successes_of_its_prompt():
     assert [r.rollout_id for r in batch.rollouts[:4]] == [0, 1, 2, 3]
     assert {r.rollout_id for r in batch.rollouts[4:]} <= {100, 101, 102}
     assert batch.regroup == [[0, 1, 2, 3, 4, 5]]
+    assert batch.recompute_behaviour == [4, 5]  # the replayed successes get the current policy's old log-probs
     assert s.sample(6, ctx()) is None  # fresh rollouts are used once
+
+
+@pytest.mark.parametrize("request_, verdict", [
+    ((10, 4), (10, 4, 0.0)), ([10, 4, 0.25], (10, 4, 0.25)), (None, None),
+    ((10, 4, 0.95), "garbage"), ((0, 4), "garbage"), ((10, 4, True), "garbage"), ((10,), "garbage"),
+])
+def test_a_pool_request_is_checked(request_, verdict):
+    from benchmark.engine.ledger import checked_pool_request
+    from benchmark.strategy import StrategyFailure
+
+    if verdict == "garbage":
+        with pytest.raises(StrategyFailure, match="garbage: pool_request"):
+            checked_pool_request(request_)
+    else:
+        assert checked_pool_request(request_) == verdict
 
 
 def test_engine_recomputes_advantages_over_the_mixed_group():

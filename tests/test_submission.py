@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.cli.runs import dry_run_error
+from benchmark.cli.runs import dry_run_error, submission_specs
 from benchmark.submission import SubmissionError, load_baselines, load_submission
 
 REPO = Path(__file__).resolve().parent.parent
@@ -16,7 +16,7 @@ EXAMPLE = REPO / "submissions" / "example_entry"
 def test_example_entry_loads_with_pinned_seeds_and_sandboxed_runs():
     sub = load_submission(EXAMPLE)
     assert (sub.track, sub.workers, sub.trainers) == ("buffer", 5, 3)
-    specs = sub.run_specs("arith-tiny")
+    specs = submission_specs(sub, "arith-tiny")
     assert [s.seed for s in specs] == [0, 1, 2, 3]  # the workload's pinned seeds
     assert all(s.isolated for s in specs)
     assert specs[0].strategy_params == {"max_uses": 4, "buffer_size": 256}

@@ -171,6 +171,15 @@ def run_all(runs: list[tuple[RunSpec, str]], jobs: int) -> list[dict | StrategyE
     return outcomes
 
 
+def submission_specs(sub, workload_name: str, seeds: list[int] | None = None, budget: float | None = None):
+    """An entry's official runs: its settings on the workload, isolated, over the pinned seeds (or `seeds`)."""
+    from benchmark.runner import RunSpec
+
+    workload = sub.workload_for(workload_name, budget)
+    return [RunSpec(workload, sub.strategy, sub.strategy_params(), seed, isolated=True)
+            for seed in (seeds if seeds is not None else workload.seeds)]
+
+
 def user_tag(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -250,7 +259,7 @@ def cmd_validate(args) -> int:
 
     sub = load_submission(args.entry)
     workload = sub.workload_for(args.workload)
-    sub.run_specs(args.workload, seeds=[0])  # the hyperparameters' names against the constructor, read not run
+    submission_specs(sub, args.workload, seeds=[0])  # the hyperparameters' names against the constructor, read not run
     console.print(f"[green]ok[/] {sub.folder / 'submission.yaml'}: {sub.name}, track {sub.track}, "
                   f"(W,T) = ({sub.workers},{sub.trainers}), params {sub.strategy_params()}")
     with tempfile.TemporaryDirectory(prefix="replaybench-validate-") as tmp:
@@ -292,7 +301,7 @@ def submit_preview(sub, args, tags: dict) -> int:
     workload = sub.workload_for(args.workload)
     budget = args.budget or PREVIEW_FRACTION * workload.budget
     seed = (args.seeds or workload.seeds)[0]
-    (spec,) = sub.run_specs(args.workload, [seed], budget=budget)
+    (spec,) = submission_specs(sub, args.workload, [seed], budget=budget)
     spec.tags, spec.executor, spec.name = {**tags, "preview": "true"}, args.executor, sub.name
     spec.attachments = {"submission.yaml": (sub.folder / "submission.yaml").read_text()}
     console.print(f"preview of {sub.name}: seed {seed}, {budget:,.0f} of {workload.budget:,.0f} compute units; "
@@ -345,7 +354,7 @@ def cmd_submit(args) -> int:
         return submit_preview(sub, args, tags)
     jobs = jobs_of(args)
     runs = []
-    for spec in sub.run_specs(args.workload, args.seeds):
+    for spec in submission_specs(sub, args.workload, args.seeds):
         spec.tags, spec.executor, spec.name = tags, args.executor, sub.name
         spec.attachments = {"submission.yaml": (sub.folder / "submission.yaml").read_text()}
         runs.append((spec, f"{sub.name} seed {spec.seed}"))

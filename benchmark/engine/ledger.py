@@ -22,8 +22,10 @@ from benchmark.engine.sandbox import IsolatedStrategy, SampledIds, over_budget
 from benchmark.engine.stream import derive_seed
 from benchmark.rl.grpo import group_advantages
 from benchmark.rollout import Rollout
-from benchmark.strategy import Batch, ReplayStrategy, StrategyContext, StrategyFailure, build_strategy
+from benchmark.strategy import Batch, PoolRequest, ReplayStrategy, StrategyContext, StrategyFailure, build_strategy
 from benchmark.workload import LimitsConfig
+
+MAX_TRAINED_FOR = 0.9  # of the budget: a pool's policy trained longer leaves no room for the run itself
 
 
 @dataclass
@@ -58,6 +60,15 @@ def open_strategy(spec: StrategySpec, seed: int, limits: LimitsConfig | None = N
     return build_strategy(spec.path, spec.params, spec.defaults)
 
 
+def reference_strategy(workload) -> ReplayStrategy:
+    """The no-buffer reference (baselines/on_policy.py, as baselines.yaml sets it), run in this process: the
+    policy that samples a trained pool (PoolRequest.trained_for) is trained with it."""
+    from benchmark.submission import load_baselines
+
+    entry = load_baselines().entries["on_policy"]
+    return build_strategy(entry.strategy, entry.strategy_params(), workload.strategy_defaults)
+
+
 def strategy_seed(seed: int) -> int:
     """The seed of the strategy's random generator (ctx.rng), in this process or in its box."""
     return derive_seed(seed, "strategy")
@@ -83,14 +94,17 @@ def build_rollouts(group: PendingGroup, first_rollout_id: int, group_id: int, cr
     ]
 
 
-def checked_pool_request(request) -> tuple[int, int] | None:
-    """What `pool_request` returned, checked: (prompts, samples_per_prompt) or None."""
+def checked_pool_request(request) -> PoolRequest | None:
+    """What `pool_request` returned, checked: a PoolRequest or None."""
     if not request:
         return None
-    if not (isinstance(request, (tuple, list)) and len(request) == 2
-            and all(isinstance(x, int) and x > 0 for x in request)):
-        raise StrategyFailure("garbage: pool_request() must return (prompts, samples_per_prompt) or None")
-    return tuple(request)
+    if not (isinstance(request, (tuple, list)) and len(request) in (2, 3)
+            and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in request[:2])
+            and (len(request) == 2 or (isinstance(request[2], (int, float)) and not isinstance(request[2], bool)
+                                       and 0 <= request[2] <= MAX_TRAINED_FOR))):
+        raise StrategyFailure("garbage: pool_request() must return a PoolRequest (prompts > 0, samples > 0, "
+                              f"trained_for from 0 to {MAX_TRAINED_FOR}) or None")
+    return PoolRequest(*request)
 
 
 def check_batch(sampled, batch_size: int, known: dict[int, Rollout]) -> tuple[list[Rollout], list[float] | None]:
@@ -203,7 +217,7 @@ class StrategyLedger:
         self.next_group_id += 1
         return rollouts
 
-    def pool_request(self) -> tuple[int, int] | None:
+    def pool_request(self) -> PoolRequest | None:
         return checked_pool_request(self._call("pool_request", counted=False))
 
     def add_pool(self, groups: list[PendingGroup], clock: float) -> int:

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 
 from benchmark.engine.eval_sets import eval_sets, evaluate_sets
 from benchmark.engine.executor import Checkpoint, Executor
-from benchmark.engine.ledger import PendingGroup, StrategyLedger, StrategySpec, open_strategy
+from benchmark.engine.ledger import PendingGroup, StrategyLedger, StrategySpec, open_strategy, reference_strategy
 from benchmark.engine.stream import derive_seed, doc_id, stream_doc
 from benchmark.grading.prompts import PromptFormat
 from benchmark.rl.grpo import GRPOTrainer
 from benchmark.rl.policy import load_start_policy
 from benchmark.rl.sampler import transformers_engine
-from benchmark.strategy import ReplayStrategy
+from benchmark.strategy import PoolRequest, ReplayStrategy
 
 GENERATION_DONE, TRAIN_DONE, POOL_DONE = 0, 1, 2  # at equal times, arrivals are handled before step ends
 MAX_ROWS_PER_CALL = 512  # rows of one engine call: past a few hundred, a bigger call is no faster per row
@@ -48,7 +48,8 @@ class Pipeline(Executor):
         """policy: (model, tokenizer, info) already loaded; by default the workload's start policy."""
         super().__init__(workload, seed)
         self.task = task
-        model, tokenizer, self.start_info = policy or load_start_policy(workload)
+        model, self.tokenizer, self.start_info = policy or load_start_policy(workload)
+        tokenizer = self.tokenizer
         self.trainer = GRPOTrainer.from_config(model, tokenizer.pad_token_id, workload.grpo)
         # Workers share one engine holding the latest published weights: a worker picks the
         # version up when its next generation starts, which is all the pipeline needs.
@@ -61,6 +62,7 @@ class Pipeline(Executor):
         self.prompt = PromptFormat(tokenizer, workload.model.prompt_format, workload.model.chat_template_options)
         self.max_new_tokens = workload.max_new_tokens or task.max_new_tokens
         self.ledger: StrategyLedger | None = None
+        self.pool_facts: dict | None = None  # what the strategy's pool cost and held (summary["pool"])
 
         self.time = 0.0  # the virtual clock
         self.events: list[Event] = []
@@ -101,7 +103,7 @@ class Pipeline(Executor):
     def start(self) -> None:
         request = self.ledger.pool_request()
         if request:
-            self._generate_pool(*request)  # the workers start when the pool is done
+            self._generate_pool(request)  # the workers start when the pool is done
         else:
             self._start_workers()
 
@@ -129,11 +131,44 @@ class Pipeline(Executor):
             self.tokens_generated += sum(g.tokens for g in groups[-len(chunk):])
         return groups
 
-    def _generate_pool(self, prompts: int, samples: int) -> None:
-        """The strategy's pool: the stream's first prompts, sampled by the starting policy on all devices."""
-        groups = self._generate([stream_doc(self.train_docs, self.seed, position) for position in range(prompts)],
-                                samples, [derive_seed(self.seed, "pool", position) for position in range(prompts)])
-        self._push(self.costs.pool_time(sum(g.tokens for g in groups)), POOL_DONE, payload=groups)
+    def _generate_pool(self, request: PoolRequest) -> None:
+        """The strategy's pool: the stream's first prompts, sampled on all devices by the starting policy, or by
+        the one the reference strategy trains from it for `trained_for` of the budget (charged: the clock runs)."""
+        facts = {"trained_for": request.trained_for, "prompts": request.prompts, "samples": request.samples}
+        if request.trained_for:
+            phase1 = self._train_pool_policy(request.trained_for)
+            self.engine.load_weights(phase1.trainer.model.state_dict(), -phase1.trainer_step)
+            facts.update(training_compute=self.compute_used, training_steps=phase1.trainer_step)
+        groups = self._generate([stream_doc(self.train_docs, self.seed, position)
+                                 for position in range(request.prompts)], request.samples,
+                                [derive_seed(self.seed, "pool", position) for position in range(request.prompts)])
+        if request.trained_for:  # phase 2 starts again from the starting policy
+            self.engine.load_weights(self.trainer.model.state_dict(), 0)
+        pool_time = self.costs.pool_time(sum(g.tokens for g in groups))
+        facts.update(generation_compute=self.costs.compute(pool_time), rollouts=sum(len(g.rewards) for g in groups),
+                     correct=sum(sum(r >= 1.0 for r in g.rewards) for g in groups))
+        facts["compute"] = facts.get("training_compute", 0.0) + facts["generation_compute"]
+        self.pool_facts = facts
+        self._push(self.time + pool_time, POOL_DONE, payload=groups)
+
+    def _train_pool_policy(self, trained_for: float) -> Pipeline:
+        """RLEP's phase 1: the reference run of this seed and split, from this run's starting policy, up to
+        `trained_for` of the budget; this run's clock stands where it stopped."""
+        phase1 = Pipeline(self.w, self.task, self.seed,
+                          policy=(copy.deepcopy(self.trainer.model), self.tokenizer, self.start_info))
+        phase1.attach(reference_strategy(self.w))
+        phase1.start()
+        phase1.run_until(self.costs.elapsed(trained_for * self.w.budget))
+        self.time = phase1.time
+        self.trainer_busy_time += (1 - phase1.trainer_idle_fraction()) * phase1.time
+        self.worker_busy_time += (1 - phase1.worker_idle_fraction()) * phase1.time * self.w.pipeline.workers
+        for key in ("generation", "training"):
+            self.wall_seconds[key] += phase1.wall_seconds[key]
+        self.tokens_generated += phase1.tokens_generated
+        self.tokens_trained += phase1.tokens_trained
+        self.engine_calls += phase1.engine_calls
+        self.engine_rows += phase1.engine_rows
+        return phase1
 
     def _finish_pool(self, event: Event) -> None:
         self.rollouts_generated += self.ledger.add_pool(event.payload, self.time)
@@ -161,18 +196,26 @@ class Pipeline(Executor):
                 continue
             if next_event > end_time:
                 break
-            event = heapq.heappop(self.events)
-            self.time = event.time
-            if event.kind == GENERATION_DONE:
-                self._finish_generation(event)
-            elif event.kind == TRAIN_DONE:
-                self._finish_train_step(event)
-                if progress:
-                    progress(self)
-            else:
-                self._finish_pool(event)
+            self._handle(heapq.heappop(self.events), progress)
         self.time = end_time
         self.wall_seconds["total"] = wall_before + time.perf_counter() - t0
+
+    def run_until(self, end_time: float) -> None:
+        """Process the events up to `end_time`, evaluating nothing."""
+        while self.events and self.events[0].time <= end_time:
+            self._handle(heapq.heappop(self.events))
+        self.time = end_time
+
+    def _handle(self, event: Event, progress=None) -> None:
+        self.time = event.time
+        if event.kind == GENERATION_DONE:
+            self._finish_generation(event)
+        elif event.kind == TRAIN_DONE:
+            self._finish_train_step(event)
+            if progress:
+                progress(self)
+        else:
+            self._finish_pool(event)
 
     def _push(self, time_: float, kind: int, worker: int = -1, payload=None) -> None:
         heapq.heappush(self.events, Event(time_, kind, self.seq, worker, payload))
@@ -266,7 +309,8 @@ class Pipeline(Executor):
         return self.ledger.usage()
 
     def summary(self) -> dict:
-        return {**super().summary(), "measured": self.measured()}
+        pool = {"pool": self.pool_facts} if self.pool_facts else {}
+        return {**super().summary(), "measured": self.measured(), **pool}
 
     def measured(self) -> dict:
         """What this machine did, in wall-clock seconds (never used for a decision): mu as the paper estimates it
@@ -283,7 +327,7 @@ class Pipeline(Executor):
     STATE = ("time", "events", "seq", "stream_position", "generations_started", "ahead", "engine_calls",
              "engine_rows", "trainer_busy", "trainer_busy_time", "worker_busy_time", "worker_started", "metrics",
              "last_checkpoint", "wall_seconds", "trainer_step", "rollouts_generated", "samples_trained", "eval_history",
-             "eval_samples", "tokens_generated", "tokens_trained")
+             "eval_samples", "tokens_generated", "tokens_trained", "pool_facts")
 
     def state_dict(self) -> dict:
         return {**{k: getattr(self, k) for k in self.STATE}, "ledger": self.ledger.state_dict(),

@@ -8,6 +8,7 @@ import hashlib
 import json
 
 from benchmark.leaderboard.store import RunRecord
+from benchmark.submission import OPEN_TRACK_GRPO
 from benchmark.tracking import flatten
 
 # workload fields an entry chooses itself: its split and how often its workers take new weights (syncing less often
@@ -16,9 +17,8 @@ ENTRY_FIELDS = ("pipeline.workers", "pipeline.trainers", "pipeline.sync_every")
 # How the trainer fits its batch in memory: the same update up to float rounding, so a run may set them
 # for its hardware and stay compliant.
 MEMORY_FIELDS = ("grpo.micro_batch_size", "grpo.gradient_checkpointing", "grpo.data_parallel")
-# What an open-track entry may choose besides its strategy: the loss, the clip range (RLEP's eps_high 0.28) and
-# the learning rate (the paper's theory sets it jointly with N, the replay count and B).
-OPEN_TRACK_FIELDS = ("grpo.loss", "grpo.asymre_delta", "grpo.eps_low", "grpo.eps_high", "grpo.lr")
+# What an open-track entry may choose besides its strategy: the loss and its `grpo:` settings.
+OPEN_TRACK_FIELDS = ("grpo.loss", *(f"grpo.{k}" for k in OPEN_TRACK_GRPO))
 
 
 def canonical_workload(config: dict) -> dict:

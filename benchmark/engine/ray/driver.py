@@ -17,16 +17,14 @@ The same run as the virtual-time pipeline, with real asynchrony instead of virtu
 - An evaluator actor runs the pipeline's evaluation on the trainers' weights at the same compute
   checkpoints; evaluation is not charged and does not pause the run.
 
-Placement (`benchmark/engine/ray/placement.py`). On a cluster with GPUs each worker and trainer
-holds one GPU (or `gpus_per_actor` of one), the trainers all-reduce with NCCL, the evaluator takes
-a free GPU or shares worker 0's; the strategy actor and the driver stay on CPUs. Without GPUs every
-actor gets an equal share of the CPUs and the trainers all-reduce with gloo.
+Placement (`benchmark/engine/ray/placement.py`). On a cluster with GPUs each worker and trainer holds one GPU (or
+`gpus_per_actor` of one), the trainers all-reduce with NCCL, the evaluator takes a free GPU or shares worker 0's; the
+strategy actor and the driver stay on CPUs. Without GPUs every actor gets an equal CPU share; gloo all-reduces.
 
 Compute. The budget is counted with the cost model (`benchmark/engine/costs.py`) from tokens: the
 normalised clock is the busier role's normalised busy time (mu * generated tokens / W, or trained
-tokens / T) and compute used = (W + T) * clock, as in the pipeline. Busy and idle wall seconds of
-each role are logged as `measured/*`; `measured/mu` is the measured device-seconds per generated
-token over those per trained token.
+tokens / T) and compute used = (W + T) * clock, as in the pipeline. Busy and idle wall seconds of each role are
+logged as `measured/*`; `measured/mu`: measured device-seconds per generated token over those per trained token.
 
 Not deterministic: which rollouts a step sees depends on the real order in which generations and
 steps finish. On the CPU tier the virtual-time pipeline remains the scoring reference; Ray runs go
@@ -180,8 +178,10 @@ class RayPipeline(Executor):
         self.run_started = time.perf_counter()
         self._queue_due_evals()  # compute 0: the start weights
         request = self._get(self.host.pool_request.remote())
+        if request and request.trained_for:
+            raise RunError("a pool sampled by a trained policy (PoolRequest.trained_for) needs --executor sim")
         if request:
-            self._generate_pool(*request)
+            self._generate_pool(request.prompts, request.samples)
         for worker in range(self.W):
             self._start_generation(worker)
 

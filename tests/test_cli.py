@@ -169,7 +169,7 @@ def test_baselines_prints_the_leaderboards_ranking(isolated_runs, tmp_path, monk
     # the reference pair, each in its entry's settings; untagged, like the runs already on record
     assert [(s.strategy_name, s.workload.pipeline.workers, s.workload.pipeline.trainers, s.strategy_params, s.tags)
             for s in specs] == [("on_policy", 6, 2, {"buffer_size": 90}, {}),
-                                ("fifo_uniform", 6, 2, {"buffer_size": 90}, {})]
+                                ("fifo_uniform", 6, 2, {"buffer_size": 360}, {})]
     # untagged runs are in the buffer track, the track of every baseline entry
     assert {e["strategy"] for e in score_from_mlflow("arith-tiny", track="buffer")["entries"]} == {
         "on_policy", "fifo_uniform"}

@@ -35,7 +35,8 @@ def test_baselines_runs_each_named_baseline_with_its_registered_split(tiny_check
         assert (params["workload.pipeline.workers"], params["workload.pipeline.trainers"]) == (
             str(workers), str(trainers))
         assert params["workload.budget"] == "20000.0"
-        assert params["strategy.params.buffer_size"] == "90"
+        assert params["strategy.params.buffer_size"] == {"on_policy": "90", "fifo_uniform": "360"}[
+            tags["replaybench.strategy"]]
         assert "replaybench.submission" not in tags
     seeds = {r.data.tags["replaybench.strategy"]: r.data.tags["replaybench.group"] for r in runs}
     assert len(set(seeds.values())) == 2  # one group per baseline, both seeds in it

@@ -48,6 +48,9 @@ BASE = ("name: x\nauthors: [a]\ncontact: c\ndescription: d\nstrategy: strategy.p
     ("track: open\nloss: ppo\n", "loss must be one of grpo, asymre"),
     ("track: buffer\nlr: 0.1\n", "unknown field `lr`"),
     ("track: buffer\nhyperparameters: {buffer_size: 3}\n", "set buffer_size at the top level"),
+    ("track: buffer\ngrpo: {eps_high: 0.28}\n", "the buffer track fixes the GRPO settings"),
+    ("track: open\ngrpo: {group_size: 16}\n", "grpo must map some of asymre_delta, eps_low, eps_high, lr"),
+    ("track: open\ngrpo: {lr: -1}\n", "grpo must map some of"),
 ])
 def test_schema_problems_are_named(tmp_path, extra, message):
     with pytest.raises(SubmissionError, match=message):
@@ -85,9 +88,10 @@ def test_an_entry_holds_its_own_files_only(tmp_path):
         load_submission(entry)
 
 
-def test_open_track_may_choose_a_registered_loss(tmp_path):
-    sub = load_submission(write(tmp_path, BASE + "track: open\nloss: asymre\n"))
-    assert sub.workload_for("arith-tiny").grpo.loss == "asymre"
+def test_open_track_may_choose_a_registered_loss_and_its_clip_range(tmp_path):
+    sub = load_submission(write(tmp_path, BASE + "track: open\nloss: asymre\ngrpo: {eps_high: 0.28, lr: 5.0e-5}\n"))
+    grpo = sub.workload_for("arith-tiny").grpo
+    assert (grpo.loss, grpo.eps_high, grpo.lr, grpo.eps_low) == ("asymre", 0.28, 5e-5, 0.2)
 
 
 def test_missing_folder_names_the_fix(tmp_path):
@@ -142,18 +146,19 @@ def test_baselines_are_entries_with_the_settings_they_are_ranked_in():
     assert baselines.default == ["on_policy", "fifo_uniform"]  # what the main job runs
     settings = {name: (e.track, e.workers, e.trainers, e.strategy.relative_to(REPO).as_posix(), e.strategy_params())
                 for name, e in baselines.entries.items()}
-    fifo = {"buffer_size": 90}  # the paper's N/B = 1.4 at B = 64
+    fifo = {"buffer_size": 360}  # the rule's pick at (6,2) over N = 90 (the paper's N/B = 1.4 at B = 64), 180, 360
     assert settings == {  # the run configs (and so the group keys) of the published runs depend on these
-        "on_policy": ("buffer", 6, 2, "baselines/on_policy.py", fifo),
+        "on_policy": ("buffer", 6, 2, "baselines/on_policy.py", {"buffer_size": 90}),
         "fifo_uniform": ("buffer", 6, 2, "baselines/fifo_uniform.py", fifo),
-        "positive_bias": ("buffer", 6, 2, "baselines/positive_bias.py", {"buffer_size": 90, "delta": 0.25}),
+        "positive_bias": ("buffer", 6, 2, "baselines/positive_bias.py", {"buffer_size": 360, "delta": 0.25}),
         "without_replacement": ("buffer", 6, 2, "baselines/without_replacement.py", fifo),
         "prefer_unused": ("buffer", 6, 2, "baselines/prefer_unused.py", fifo),
         "sharded": ("buffer", 6, 2, "baselines/sharded.py", fifo),
-        "prioritized": ("buffer", 6, 2, "baselines/prioritized.py", {"buffer_size": 90, "alpha": 0.6, "beta": 0.4}),
-        "rlep": ("buffer", 6, 2, "baselines/rlep.py",
-                 {"pool_prompts": 512, "pool_samples": 8, "replay_k": 2, "refresh": False}),
-        "oldest_first": ("buffer", 5, 3, "baselines/oldest_first.py", fifo),  # the control
+        "prioritized": ("buffer", 6, 2, "baselines/prioritized.py", {"buffer_size": 360, "alpha": 0.6, "beta": 0.4}),
+        "rlep": ("open", 6, 2, "baselines/rlep.py",
+                 {"trained_for": 0.25, "pool_prompts": 3600, "pool_samples": 4, "replay_k": 2, "recompute": True,
+                  "refresh": False}),
+        "oldest_first": ("buffer", 5, 3, "baselines/oldest_first.py", {"buffer_size": 90}),  # the control
     }
     # the order the run configs record: buffer_size first
     assert list(baselines.entries["prioritized"].strategy_params()) == ["buffer_size", "alpha", "beta"]

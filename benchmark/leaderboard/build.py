@@ -50,15 +50,21 @@ def _entry_identity(summary: dict, official: dict, name: str | None = None) -> t
 
 
 def _labels(names: list[str], identities: list[dict], keys: list[str]) -> list[str]:
-    """Each entry's name; one run in several settings (a baseline at two splits) is told apart by its split and
-    buffer size, and by its key where even those agree."""
+    """Each entry's name and its open-track choices; one name in several settings (a baseline at two splits) is
+    told apart by its split and buffer size, and by its key where even those agree."""
     def setting(ident):
         n = ident["params"].get("buffer_size")
         return (f" ({ident['workers']},{ident['trainers']})" + ("" if n is None else f" N={n}")
                 + (f" sync {ident['sync_every']}" if "sync_every" in ident else ""))
 
-    labels = [name if names.count(name) == 1 else name + setting(ident) for name, ident in zip(names, identities)]
-    return [label if labels.count(label) == 1 else key for label, key in zip(labels, keys)]
+    def choices(ident):
+        chosen = ident.get("open_track")
+        return " (" + ", ".join(f"{k.split('.')[-1]} {v}" for k, v in chosen.items()) + ")" if chosen else ""
+
+    labels = [(name if names.count(name) == 1 else name + setting(ident)) + choices(ident)
+              for name, ident in zip(names, identities)]
+    return [label if labels.count(label) == 1 else key + choices(ident)
+            for label, key, ident in zip(labels, keys, identities)]
 
 
 def scored_seeds(target: dict) -> list[int]:
@@ -215,8 +221,6 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
         label = labels[i]
         if "sync_every" in ident and "sync" not in label:
             label += f" (sync every {ident['sync_every']})"
-        if ident.get("open_track"):
-            label += " (" + ", ".join(f"{k.split('.')[-1]} {v}" for k, v in ident["open_track"].items()) + ")"
         flags = []
         for w in workloads:
             if per_w[w].missing_seeds:

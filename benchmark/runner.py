@@ -104,6 +104,11 @@ class RunSpec:
         return f"{self.workload.name}-{self.strategy_name}-{self.group_key()}-seed{self.seed}"
 
 
+def checkpoint_path(spec: RunSpec) -> Path:
+    """Where a resumable run keeps its state between evaluations (removed when it finishes)."""
+    return RUNS_DIR / "checkpoints" / spec.run_key() / "state.pt"
+
+
 def _interrupted(recorder: RunRecorder) -> None:
     """An interrupted run is KILLED in MLflow (not left RUNNING); `--resume` reopens it."""
     recorder.set_tags({f"{TAG}status": "interrupted"})
@@ -131,6 +136,9 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
     task_versions = {name: task.version if name == task.name else load_task(name).version
                      for name in dict.fromkeys([w.task] + [name for name, _ in w.eval_targets()])}
     task.require_verifier()  # e.g. no Lean for miniF2F: one clear error before anything starts
+    ckpt = checkpoint_path(spec)
+    if resume and not ckpt.is_file():
+        raise RunError(f"nothing to resume for this configuration and seed (no {ckpt}); run without --resume")
     executor = executor_cls(w, task, spec.seed, executor_options)
     try:
         return _drive(spec, executor, config, task, task_versions, resume, summary_json, progress, stop_after_evals)
@@ -160,12 +168,9 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, res
         failed.finish("FAILED")
         raise
 
-    ckpt_dir = RUNS_DIR / "checkpoints" / spec.run_key()
-    ckpt = ckpt_dir / "state.pt"
-    meta_path = ckpt_dir / "run.json"
+    ckpt = checkpoint_path(spec)
+    ckpt_dir, meta_path = ckpt.parent, ckpt.parent / "run.json"
     if resume:
-        if not ckpt.is_file():
-            raise RunError(f"nothing to resume for this configuration and seed (no {ckpt}); run without --resume")
         executor.load(ckpt)
         recorder = RunRecorder(w.name, run_id=json.loads(meta_path.read_text())["mlflow_run_id"])
         # The checkpoint holds the metrics of its evaluation; log them unless they landed before the kill.

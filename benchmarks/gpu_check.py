@@ -22,6 +22,12 @@ transformers engine (`generate`) in every case, then prints one table:
   `replaybench measure-mu` measures with a workload's real model;
 - the time of one in-place weight sync into the running vLLM engine.
 
+Then, with Ray and vLLM installed and a GPU, a short end-to-end run of the real executor:
+`replaybench run --executor ray --ray-engine vllm` on arith-tiny's model, FSDP trainers when the machine has a
+GPU for each of 2 trainers and a worker (NCCL needs a GPU per rank), else one DDP trainer sharing a GPU; it checks
+that the trainers stay in sync and that the vLLM workers took their weights. Last, what to check before a
+paper-scale run.
+
 Without vLLM it says so and measures transformers only; without a GPU it says so, runs the same
 loop on a tiny model on the CPU as a smoke test and exits 0. Phases that would pass the time limit
 (`--minutes`, default 7; the .sh wrapper kills at 8) are skipped and listed.
@@ -31,7 +37,11 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
+import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -170,6 +180,60 @@ def grpo_loop(engine, trainer, prompts, args, label: str, log) -> dict:
     }
 
 
+def ray_setting(gpus: int) -> tuple[int, int, str, float]:
+    """(W, T, grpo.data_parallel, GPUs per actor) for the end-to-end run: FSDP over 2 trainers needs a GPU for each
+    (NCCL: one rank a GPU) and one for a worker; with fewer, one DDP trainer and a worker share a GPU."""
+    if gpus >= 3:
+        return min(gpus - 2, 2), 2, "fsdp", 1.0
+    return 1, 1, "ddp", 0.5
+
+
+def ray_end_to_end(log, seconds: float) -> dict | None:
+    """A short `replaybench run --executor ray --ray-engine vllm` on this machine's GPUs; its summary, or None."""
+    gpus = torch.cuda.device_count()
+    workers, trainers, parallel, share = ray_setting(gpus)
+    if parallel != "fsdp":
+        log(f"Ray end to end: {gpus} GPU(s), FSDP needs 3 (a worker and 2 trainers on NCCL): one DDP trainer instead")
+    with tempfile.TemporaryDirectory(prefix="gpu-check-runs-") as runs:
+        out = Path(runs) / "summary.json"
+        env = {**os.environ, "REPLAYBENCH_RUNS_DIR": runs, "MLFLOW_TRACKING_URI": f"sqlite:///{runs}/mlflow.db",
+               "RAY_AUTH_MODE": "disabled"}
+        sets = {"pipeline.devices": workers + trainers, "budget": 200_000, "eval.every": 100_000,
+                "eval.num_problems": 100, "eval.pass_k_problems": 0, "grpo.data_parallel": parallel}
+        cmd = [sys.executable, "-m", "benchmark.cli", "run", "--executor", "ray", "--ray-engine", "vllm",
+               "--ray-gpus-per-actor", str(share), "--workers", str(workers), "--trainers", str(trainers),
+               "--strategy", str(REPO / "baselines" / "fifo_uniform.py"), "--summary-json", str(out),
+               *[f"--set={k}={v}" for k, v in sets.items()]]
+        t = time.perf_counter()
+        try:
+            done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=seconds)
+        except subprocess.TimeoutExpired:
+            log(f"Ray end to end: no result within {seconds:.0f} s")
+            return None
+        if done.returncode != 0:
+            log(f"Ray end to end failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+            return None
+        s = json.loads(out.read_text())
+    synced = max(s["ray"]["worker_weight_versions"]) > 0
+    log(f"Ray end to end: {workers} vLLM worker(s), {trainers} trainer(s) ({s['ray']['data_parallel']}) in "
+        f"{time.perf_counter() - t:.0f} s: {s['trainer_steps']} steps, trainers in sync: {s['trainers_in_sync']}, "
+        f"workers took published weights: {synced}, measured mu {s['measured'].get('mu', float('nan')):.3g}")
+    return s
+
+
+BEFORE_A_PAPER_RUN = """before a paper-scale run, check:
+- mu: the table's mu is this GPU's with a random model; measure the workload's own (`replaybench measure-mu
+  --workload W --write`, or `--from-runs` after a few runs) and compare with its pipeline.mu.
+- the plan: `replaybench plan --workload W` (gamma, replay ratio, updates the budget pays for) and `replaybench
+  workloads --check` (every setting the paper does not give is marked as ours).
+- memory per trainer: bf16 weights and gradients plus fp32 AdamW moments are ~12 bytes a parameter (~96 GB at 8B):
+  DDP needs them on every trainer, FSDP (grpo.data_parallel: fsdp) 1/T of them each, plus activations.
+- checkpoints: a Ray run saves the whole weights and optimiser state at each evaluation (runs/checkpoints/): ~10
+  bytes a parameter of disk and driver memory; `--resume` continues from the last one.
+- the Ray run above: trainers in sync and workers on published weights; a failure there fails the paper run.
+- offline: the model (model.checkpoint) and data are local files; miniF2F needs Lean (tasks/minif2f/setup_lean.sh)."""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=[s for s in SIZES if s != "tiny"], default="0.5b",
@@ -239,6 +303,12 @@ def main() -> int:
         trainer = GRPOTrainer(model, tokenizer.pad_token_id, lr=1e-6)
         results["transformers"] = grpo_loop(engine, trainer, prompts, args, "transformers", log)
 
+    ray_run = None
+    if on_gpu and has_vllm and importlib.util.find_spec("ray") and clock.allows("Ray end to end", 150):
+        ray_run = ray_end_to_end(log, clock.left() - 20)
+    elif on_gpu:
+        clock.skipped.append("Ray end to end (needs ray and vLLM: pip install -e \".[gpu,distributed]\")")
+
     peak = peak_flops(device_name) if on_gpu else None
     log("")
     log(f"{'engine':<14}{'generation tok/s':>18}{'trainer tok/s':>15}{'MFU':>8}{'mu':>8}{'weight sync s':>15}")
@@ -254,7 +324,12 @@ def main() -> int:
     log("tokens = prompt + completion; mu = trainer tok/s / generation tok/s (per device, as the cost model counts)")
     for phase in clock.skipped:
         log(f"skipped: {phase}")
-    return 0 if results or not on_gpu else 1
+    if on_gpu:
+        log("")
+        log(BEFORE_A_PAPER_RUN)
+    ray_failed = ray_run is not None and not (ray_run["trainers_in_sync"]
+                                             and max(ray_run["ray"]["worker_weight_versions"]) > 0)
+    return 0 if (results and not ray_failed) or not on_gpu else 1
 
 
 if __name__ == "__main__":  # vLLM starts its engine in spawned processes, which re-import this file

@@ -39,8 +39,8 @@ def batches() -> list[list[Rollout]]:
     return out
 
 
-def train(trainer, rank: int, world: int) -> None:
-    for batch in batches():
+def train(trainer, rank: int, world: int, steps: slice = slice(None)) -> None:
+    for batch in batches()[steps]:
         total = float(loss_normaliser(batch, "token_mean"))
         part = batch[rank::world]
         trainer.step(part, loss_scale=world * float(loss_normaliser(part, "token_mean")) / total)
@@ -52,10 +52,19 @@ def rank_main(rank: int, kind: str, port: int, out: str) -> None:
     model, pad = model_and_pad()
     wrapped = data_parallel.wrap(model, kind)
     assert data_parallel.is_sharded(model) == (kind == "fsdp")
-    train(GRPOTrainer(wrapped, pad, lr=1e-2), rank, WORLD)
-    weights = data_parallel.full_state_dict(model)  # every rank: a collective under FSDP
+    trainer = GRPOTrainer(wrapped, pad, lr=1e-2)
+    train(trainer, rank, WORLD, slice(0, STEPS - 1))
+    saved = data_parallel.training_state(wrapped, trainer.optimizer)  # a checkpoint before the last step
+    saved = [saved] if rank == 0 else [None]
+    dist.broadcast_object_list(saved)  # as a resumed run hands rank 0's checkpoint to every rank
+    train(trainer, rank, WORLD, slice(STEPS - 1, None))
+    weights = {k: v.clone() for k, v in data_parallel.full_state_dict(model).items()}  # a collective under FSDP
+    # back to the checkpoint, the last step again: the same weights (the optimiser's moments came back too)
+    data_parallel.load_training_state(wrapped, trainer.optimizer, saved[0])
+    train(trainer, rank, WORLD, slice(STEPS - 1, None))
+    again = data_parallel.full_state_dict(model)
     if rank == 0:
-        torch.save(weights, out)
+        torch.save({"weights": weights, "again": again}, out)
     dist.destroy_process_group()
 
 
@@ -68,7 +77,7 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
-def test_ddp_and_fsdp_give_the_single_trainer_update(tmp_path):
+def test_ddp_and_fsdp_give_the_single_trainer_update_and_resume_from_their_checkpoint(tmp_path):
     model, pad = model_and_pad()
     single = GRPOTrainer(model, pad, lr=1e-2, share_prompts=False)
     for batch in batches():
@@ -77,7 +86,8 @@ def test_ddp_and_fsdp_give_the_single_trainer_update(tmp_path):
     for kind in ("ddp", "fsdp"):
         out = tmp_path / f"{kind}.pt"
         mp.spawn(rank_main, args=(kind, free_port(), str(out)), nprocs=WORLD)
-        got = torch.load(out)
+        got, again = torch.load(out).values()
+        assert all(torch.equal(again[k], v) for k, v in got.items()), kind  # the checkpoint round trip
         assert got.keys() == expected.keys()
         for name, tensor in expected.items():
             assert torch.allclose(got[name], tensor, atol=1e-5, rtol=1e-4), (kind, name)

@@ -31,3 +31,10 @@ def test_without_a_gpu_it_says_so_and_exits_0_after_a_cpu_smoke_run():
     assert result.returncode == 0, result.stderr
     assert "no GPU" in result.stdout
     assert "transformers" in result.stdout.split("engine", 2)[-1]  # a row of the table
+
+
+def test_the_ray_run_shards_its_trainers_when_each_has_a_gpu_of_its_own():
+    gpu_check = load_gpu_check()
+    assert gpu_check.ray_setting(8) == (2, 2, "fsdp", 1.0)
+    assert gpu_check.ray_setting(3) == (1, 2, "fsdp", 1.0)
+    assert gpu_check.ray_setting(1) == (1, 1, "ddp", 0.5)  # NCCL cannot put two ranks on one GPU

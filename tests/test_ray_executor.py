@@ -6,8 +6,12 @@ Ray run with the virtual-time pipeline in kind (the same order of magnitude), ne
 """
 
 import importlib.util
+import os
 import re
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,9 +28,9 @@ FIFO = REPO / "baselines" / "fifo_uniform.py"
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                reason='ray is not installed: pip install -e ".[distributed]"')
 
-# arith-tiny (its real start checkpoint), W = 2, T = 2, FIFO of 256, budget 200k, evaluations every 100k.
+# arith-tiny (its real start checkpoint), W = 2, T = 2, FIFO of 256, budget 200k, evaluations every 50k.
 CONFIG = {"pipeline.devices": 4, "pipeline.workers": 2, "pipeline.trainers": 2, "budget": 200_000,
-          "eval.every": 100_000, "eval.num_problems": 200, "eval.pass_k_problems": 20}
+          "eval.every": 50_000, "eval.num_problems": 200, "eval.pass_k_problems": 20}
 # The virtual-time pipeline on CONFIG, seed 0 (deterministic; rerun it to refresh): replay ratio
 # close to mu*T/W = 5.28, mean off-policiness in trainer steps. A paced Ray run gave 4.74 and 10.9.
 SIM_REPLAY_RATIO, SIM_OFFPOLICY_MEAN = 5.05, 11.4
@@ -43,27 +47,60 @@ def test_without_ray_the_executor_names_the_extra(monkeypatch, isolated_runs, ca
     assert 'pip install -e ".[distributed]"' in err and "Traceback" not in err
 
 
-def test_resume_is_refused_on_ray(monkeypatch, isolated_runs, capsys):
-    pytest.importorskip("ray", reason='ray is not installed: pip install -e ".[distributed]"')
+def test_resume_without_a_checkpoint_stops_before_ray_starts(isolated_runs, capsys):
     code = cli.main(["run", "--executor", "ray", "--resume", "--strategy", str(FIFO)])
-    assert code == 2 and "keeps no checkpoints" in " ".join(capsys.readouterr().err.split())
+    assert code == 2 and "nothing to resume" in " ".join(capsys.readouterr().err.split())
+
+
+def _kill_after_saves(proc, checkpoints: Path, saves: int, timeout: float = 300) -> None:
+    """SIGKILL the process group (the driver and the Ray cluster it started) once its state was saved `saves`
+    times."""
+    seen, last, deadline = 0, None, time.time() + timeout
+    while seen < saves and time.time() < deadline and proc.poll() is None:
+        states = list(checkpoints.glob("*/state.pt")) if checkpoints.exists() else []
+        try:
+            mtime = states[0].stat().st_mtime_ns if states else None
+        except FileNotFoundError:
+            mtime = None
+        if mtime is not None and mtime != last:
+            seen, last = seen + 1, mtime
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be killed: raise its budget"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 @needs_ray
 @pytest.mark.slow
-def test_ray_run_records_the_pipeline_metrics_and_agrees_in_kind(monkeypatch, isolated_runs):
+def test_ray_run_killed_after_two_checkpoints_resumes_and_records_the_pipeline_metrics(monkeypatch, isolated_runs):
+    """A Ray run killed with SIGKILL after its second checkpoint, then resumed: every trainer step counted once, the
+    curve whole; and the run records what the pipeline records, agreeing with it in kind."""
     from benchmark.engine.ray.driver import EXPERIMENT_PREFIX
     from benchmark.engine.ray.options import RayOptions
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # a throw-away local cluster needs no token
+    sets = [f"--set={k}={v}" for k, v in CONFIG.items()] + ["--set=buffer_size=256"]
+    proc = subprocess.Popen([sys.executable, "-m", "benchmark.cli", "run", "--executor", "ray", "--strategy", str(FIFO),
+                             "--seed", "0", "--ray-pace", str(PACE), *sets], cwd=REPO, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _kill_after_saves(proc, isolated_runs / "checkpoints", saves=2)
     spec = RunSpec(load_workload("arith-tiny", CONFIG), FIFO, {"buffer_size": 256}, seed=0, executor="ray")
-    s = run(spec, executor_options=RayOptions(num_cpus=2, pace=PACE))
+    s = run(spec, resume=True, executor_options=RayOptions(num_cpus=2, pace=PACE))
 
+    # continuity: every step counted once, each evaluation once, counters that never go back
+    c = client()
+    steps = [m.step for m in c.get_metric_history(s["mlflow_run_id"], "train/loss")]
+    assert sorted(steps) == list(range(1, s["trainer_steps"] + 1))
+    assert [p["compute"] for p in s["eval_curve"]] == [0, 50_000, 100_000, 150_000, 200_000]
+    for key in ("trainer_step", "rollouts_generated", "measured_device_s"):
+        assert [p[key] for p in s["eval_curve"]] == sorted(p[key] for p in s["eval_curve"]), key
+    assert s["eval_curve"][1]["trainer_step"] > 0  # the kill came after real training
+    # the strategy's state came back: rollouts trained before the kill count in the use statistics
+    assert s["max_uses_of_a_rollout"] > 1 and s["rollouts_never_used_fraction"] < 0.5
     # data-parallel trainers end with identical weights
     assert s["trainers_in_sync"] and len(s["trainer_weights_sha256"]) == 2
     # the evaluations sit at the scheduled compute points, taken as soon as the compute reached them (a
     # rollout has at most 16 tokens: one step of 64 adds at most 4 * 64 * 16 / 2 = 2048 units), with sane accuracies
-    assert [p["compute"] for p in s["eval_curve"]] == [0, 100_000, 200_000]
     assert all(p["compute"] <= p["compute_at_eval"] < p["compute"] + 3_000 for p in s["eval_curve"])
     assert all(0 <= p["accuracy"] <= 1 and 0 <= p["pass_at_4"] <= 1 for p in s["eval_curve"])
     assert [p["trainer_step"] for p in s["eval_curve"]] == sorted(p["trainer_step"] for p in s["eval_curve"])
@@ -85,7 +122,6 @@ def test_ray_run_records_the_pipeline_metrics_and_agrees_in_kind(monkeypatch, is
     assert [p["measured_device_s"] for p in s["eval_curve"]] == sorted(p["measured_device_s"] for p in s["eval_curve"])
 
     # one finished MLflow run, outside the experiments the leaderboard scores
-    c = client()
     recorded = c.get_run(s["mlflow_run_id"])
     assert c.get_experiment(recorded.info.experiment_id).name == f"{EXPERIMENT_PREFIX}arith-tiny"
     assert recorded.data.tags["replaybench.status"] == "finished"
@@ -101,7 +137,7 @@ def test_ray_run_records_the_pipeline_metrics_and_agrees_in_kind(monkeypatch, is
                 "measured/compute_device_s", "measured/mu"}
     assert pipeline_metrics | measured <= metrics, sorted((pipeline_metrics | measured) - metrics)
     accuracy = c.get_metric_history(s["mlflow_run_id"], "eval/accuracy")
-    assert len(accuracy) == 3
+    assert len(accuracy) == 5
 
 
 @needs_ray
@@ -258,9 +294,9 @@ def _fake_gpu_pipeline(monkeypatch, resources, workers=6, trainers=2, **options)
 
 
 def test_on_a_gpu_cluster_the_actors_ask_for_their_gpus(monkeypatch):
-    import benchmark.engine.ray.driver as rx
+    import benchmark.engine.ray.cluster as cluster
 
-    monkeypatch.setattr(rx, "_check_cuda_build", lambda: None)  # this machine's torch is a CPU build
+    monkeypatch.setattr(cluster, "check_cuda_build", lambda: None)  # this machine's torch is a CPU build
     pipeline, fake = _fake_gpu_pipeline(monkeypatch, {"CPU": 64.0, "GPU": 8.0}, engine="vllm")
     by_role = {}
     for name, options, args in fake.created:
@@ -338,7 +374,8 @@ class ScriptedRay(FakeRay):
         if name == "InferenceWorker":
             methods["generate"] = self._generate
         elif name == "StrategyHost":
-            methods.update(pool_request=lambda: self.pool and PoolRequest(*self.pool), add_pool=lambda groups, clock: None, add=self._add,
+            methods.update(pool_request=lambda: self.pool and PoolRequest(*self.pool),
+                           add_pool=lambda groups, clock: None, add=self._add,
                            sample=self._sample, finish_step=lambda: {"reused_fraction": 0.0},
                            usage=lambda: {"use_count": {}, "staleness_total": 0, "strategy_seconds": 0.0,
                                           "strategy_calls": 0})

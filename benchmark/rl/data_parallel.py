@@ -52,3 +52,35 @@ def full_tensor(t: torch.Tensor) -> torch.Tensor:
 def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The whole weights as CPU tensors, whatever the wrapper; under FSDP a collective: call it on every rank."""
     return {name: full_tensor(t).detach().cpu() for name, t in model.state_dict().items()}
+
+
+def training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+    """{"model", "optimizer"}: the whole weights and optimiser state on the CPU, keyed by parameter name whatever
+    the wrapper (DDP, FSDP or none), so that a checkpoint loads under any of them. Under FSDP a collective: call
+    it on every rank; rank 0 gets the state, the others may get it empty."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    model_state, optimizer_state = get_state_dict(model, optimizer,
+                                                  options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    state = {"model": model_state, "optimizer": optimizer_state}
+    if all(p.device.type == "cpu" for p in model.parameters()):  # else the offload copied them already
+        state = _cloned(state)  # not the live tensors, which the next step changes in place
+    return state
+
+
+def _cloned(x):
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone()
+    if isinstance(x, dict):
+        return {k: _cloned(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_cloned(v) for v in x)
+    return x
+
+
+def load_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
+    """What `training_state` returned (rank 0's), loaded on every rank: each takes its own shards under FSDP."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"],
+                   options=StateDictOptions(full_state_dict=True))

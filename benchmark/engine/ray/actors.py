@@ -127,6 +127,17 @@ class Trainer:
         """Called on every rank at once (FSDP gathers)."""
         return self.steps, self._weights(every_rank=True)
 
+    def state(self) -> dict | None:
+        """Rank 0: the weights and the optimiser's state, whole, on the CPU, and the steps taken (a collective
+        under FSDP: call it on every rank); the others answer None."""
+        state = data_parallel.training_state(self.trainer.model, self.trainer.optimizer)
+        return {**state, "steps": self.steps} if self.rank == 0 else None
+
+    def load_state(self, state: dict) -> None:
+        """What `state` returned, on every rank."""
+        data_parallel.load_training_state(self.trainer.model, self.trainer.optimizer, state)
+        self.steps = state["steps"]
+
     def weights_sha256(self) -> str:
         """This rank's weights' hash (the whole weights, gathered under FSDP: call it on every rank)."""
         return state_hash(self._weights(every_rank=True))
@@ -176,6 +187,12 @@ class StrategyHost:
 
     def usage(self) -> dict:
         return self.ledger.usage()
+
+    def state_dict(self) -> dict:
+        return self.ledger.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.ledger.load_state_dict(state)
 
     def close(self) -> None:
         close = getattr(self.ledger.strategy if self.ledger else None, "close", None)

@@ -33,34 +33,25 @@ to the MLflow experiment `replaybench-ray/<workload>`, which the leaderboard doe
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 
 from benchmark.engine.executor import Checkpoint, Executor, RunError
 from benchmark.engine.ledger import StrategySpec
-from benchmark.engine.ray.actors import Evaluator, InferenceWorker, StrategyHost, Trainer
+from benchmark.engine.ray.cluster import require_ray, start_cluster
 from benchmark.engine.ray.options import RayOptions
-from benchmark.engine.ray.placement import ActorResources, PlacementError, engine_gpu_fraction, plan_placement
 from benchmark.engine.stream import derive_seed, stream_doc
 from benchmark.rl.grpo import merge_step_stats
 from benchmark.strategy import StrategyError
 
-INSTALL_HINT = 'the Ray executor needs the distributed extra: pip install -e ".[distributed]"'
 EXPERIMENT_PREFIX = "replaybench-ray/"  # MLflow experiments replaybench-ray/<workload>, not scored
 
 
-def require_ray():
-    """The ray module, or one clear error naming the extra that installs it."""
-    try:
-        import ray
-    except ImportError:
-        raise RunError(INSTALL_HINT) from None
-    return ray
 class RayPipeline(Executor):
     """Drives the actors."""
 
     name = "ray"
+    resumable = True
 
     def __init__(self, workload, task, seed: int, options: RayOptions | None = None):
         super().__init__(workload, seed)
@@ -72,13 +63,9 @@ class RayPipeline(Executor):
                                 f"({p.trainers}): every trainer needs a slice")
         self.W, self.T = p.workers, p.trainers
         self.train_docs = task.docs("train")
-        self.started_ray = False
-        self.actors = []
-        try:
-            self._start_actors(ray)
-        except BaseException:
-            self.close()
-            raise
+        self.cluster = c = start_cluster(ray, workload, seed, self.options)
+        self.placement, self.host, self.workers, self.trainers = c.placement, c.host, c.workers, c.trainers
+        self.evaluator, self.start_info = c.evaluator, c.start_info
 
         self.stream_position = self.generations_started = 0
         self.gen_tokens = self.trained_tokens = 0
@@ -87,6 +74,7 @@ class RayPipeline(Executor):
         self.worker_version = [0] * self.W
         self.published = (0, None)  # newest weights from the trainers: (version, ObjectRef)
         self.training: dict | None = None  # the step in flight: trainer results so far
+        self.holding = False  # no new step starts (while a checkpoint is taken)
         self.stopping = False
         self.evals_queued = 0
         self.metrics: list = []  # logged since the last checkpoint
@@ -102,51 +90,6 @@ class RayPipeline(Executor):
     @classmethod
     def experiment(cls, workload_name: str) -> str:
         return f"{EXPERIMENT_PREFIX}{workload_name}"
-
-    # ---- setup ----------------------------------------------------------------------------
-    def _start_actors(self, ray) -> None:
-        o = self.options
-        env = {"REPLAYBENCH_THREADS": os.environ.get("REPLAYBENCH_THREADS", "1"), "OMP_NUM_THREADS": "1",
-               "TOKENIZERS_PARALLELISM": "false", "TRANSFORMERS_VERBOSITY": "error",
-               "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-        if not ray.is_initialized():
-            address = o.address or os.environ.get("RAY_ADDRESS")
-            if address:
-                ray.init(address=address, log_to_driver=False)
-            else:
-                ray.init(num_cpus=o.num_cpus, include_dashboard=False, log_to_driver=False)
-            self.started_ray = True
-        try:
-            self.placement = place = plan_placement(ray.cluster_resources(), self.W, self.T, o.gpus_per_actor)
-        except PlacementError as exc:
-            raise RunError(str(exc)) from None
-        if place.device == "cuda":
-            _check_cuda_build()
-
-        def remote(cls, resources: ActorResources):
-            return ray.remote(num_cpus=resources.num_cpus, num_gpus=resources.num_gpus,
-                              runtime_env={"env_vars": env})(cls)
-
-        def engine_actor(cls, resources: ActorResources, *args):
-            return remote(cls, resources).remote(self.w, *args, place.device,
-                                                 engine_gpu_fraction(resources.num_gpus))
-
-        self.host = remote(StrategyHost, place.strategy).remote(self.w, self.seed)
-        self.workers = [engine_actor(InferenceWorker, place.worker0 if i == 0 else place.worker, o.engine)
-                        for i in range(self.W)]
-        self.trainers = [remote(Trainer, place.trainer).remote(self.w, rank, self.T, place.device, place.backend)
-                         for rank in range(self.T)]
-        self.actors = [self.host, *self.workers, *self.trainers]
-        infos = self._get([a.ready.remote() for a in [*self.workers, *self.trainers]])
-        if len({info["weights_sha256"] for info in infos}) != 1:
-            raise RunError("the actors loaded different start weights: every node needs the same checkpoint")
-        self.start_info = infos[0]
-        # Started once the others hold their GPUs, so that a shared evaluator lands in the share left for it.
-        self.evaluator = engine_actor(Evaluator, place.evaluator, o.engine, self.seed)
-        self.actors.append(self.evaluator)
-        address = self._get(self.trainers[0].rendezvous_address.remote())
-        self._get([t.join.remote(address) for t in self.trainers])
-        self._get(self.evaluator.ready.remote())
 
     def open_strategy(self, spec: StrategySpec) -> None:
         self._get(self.host.open.remote(spec))
@@ -276,7 +219,7 @@ class RayPipeline(Executor):
 
     def _try_train(self) -> None:
         self._check_adds()
-        if self.training is not None or self.stopping:
+        if self.training is not None or self.stopping or self.holding:
             return
         facts, *parts = self.host.sample.options(num_returns=1 + self.T).remote(self.w.grpo.batch_size)
         facts = self._get(facts)
@@ -320,6 +263,46 @@ class RayPipeline(Executor):
                  "compute_at_eval": point["compute_at_eval"], "measured_device_s": point["measured_device_s"]}
         self.eval_history.append(point)
         self.metrics.extend((f"eval/{k}", float(v), step) for k, v in point.items())
+
+    # ---- checkpoints ----------------------------------------------------------------------
+    STATE = ("stream_position", "generations_started", "gen_tokens", "trained_tokens", "pool_time", "trainer_step",
+             "samples_trained", "rollouts_generated", "eval_history", "eval_samples", "metrics", "busy",
+             "last_checkpoint")
+
+    def state_dict(self) -> dict:
+        """One moment of the run, taken at an evaluation: the step in flight finishes first and none starts until
+        the state is taken, so the trainers' weights and optimiser, the strategy's state and the counters agree.
+        Generations in flight are not in it (nor counted yet): a resumed run starts new ones at the next prompt."""
+        self.holding = True
+        try:
+            while self.training is not None:
+                ready, _ = self.ray.wait([r for r, (kind, _) in self.in_flight.items() if kind == "train"])
+                _, rank = self.in_flight.pop(ready[0])
+                self._finish_train_part(ready[0], rank)
+            trained = self._get([t.state.remote() for t in self.trainers])[0]  # a collective under FSDP
+            state = {**{k: getattr(self, k) for k in self.STATE}, **trained, "elapsed": self.elapsed(),
+                     "strategy": self._get(self.host.state_dict.remote())}
+        finally:
+            self.holding = False
+        self._try_train()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from a checkpoint: the trainers and the strategy restored, the workers given the restored
+        weights with their next generation, the evaluations not yet back queued again."""
+        self._get([t.load_state.remote(state) for t in self.trainers])
+        self._get(self.host.load_state_dict.remote(state["strategy"]))
+        for k in self.STATE:
+            setattr(self, k, state[k])
+        self.run_started = time.perf_counter() - state["elapsed"]
+        self.evals_queued = len(self.eval_history)
+        self.published = (self.trainer_step, self.ray.put(state["model"]))
+        self._check_budget()
+        self._queue_due_evals(everything=self.stopping)
+        if not self.stopping:
+            for worker in range(self.W):
+                self._start_generation(worker)
+            self._try_train()
 
     # ---- idle fractions and measurements ------------------------------------------------------
     def trainer_idle_fraction(self) -> float:
@@ -372,29 +355,17 @@ class RayPipeline(Executor):
             "trainer_weights_sha256": f["trainer_weights_sha256"],
             "trainers_in_sync": len(set(f["trainer_weights_sha256"])) == 1,
             "ray": {"workers": self.W, "trainers": self.T, **self.placement.describe(),
+                    "worker_weight_versions": list(self.worker_version),  # each worker's last generation's weights
                     "engine": self.options.engine, "pace": self.options.pace,
                     "data_parallel": f"torch {self.w.grpo.data_parallel}, {self.placement.backend}"},
         }
 
     def close(self) -> None:
-        ray = self.ray
         if getattr(self, "host", None) is not None:
             try:
-                ray.get(self.host.close.remote(), timeout=30)
+                self.ray.get(self.host.close.remote(), timeout=30)
             except Exception:
                 pass  # the actor is gone already
-        for actor in self.actors:
-            ray.kill(actor)
-        self.actors = []
-        if self.started_ray:
-            ray.shutdown()
-            self.started_ray = False
-
-
-def _check_cuda_build() -> None:
-    """On a GPU cluster, a CPU build of PyTorch (the CPU tier's setup) fails in every actor: say so once, here."""
-    import torch
-
-    if torch.version.cuda is None:
-        raise RunError(f"the Ray cluster has GPUs but PyTorch {torch.__version__} is a CPU build: install a "
-                            "CUDA build of PyTorch, or pass --ray-gpus-per-actor 0 to run on the CPUs")
+        if getattr(self, "cluster", None) is not None:
+            self.cluster.close(self.ray)
+        self.host = None

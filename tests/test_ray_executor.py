@@ -338,7 +338,8 @@ class ScriptedRay(FakeRay):
         if name == "InferenceWorker":
             methods["generate"] = self._generate
         elif name == "StrategyHost":
-            methods.update(pool_request=lambda: self.pool and PoolRequest(*self.pool), add_pool=lambda groups, clock: None, add=self._add,
+            methods.update(pool_request=lambda: self.pool and PoolRequest(*self.pool),
+                           add_pool=lambda groups, clock: None, add=self._add,
                            sample=self._sample, finish_step=lambda: {"reused_fraction": 0.0},
                            usage=lambda: {"use_count": {}, "staleness_total": 0, "strategy_seconds": 0.0,
                                           "strategy_calls": 0})

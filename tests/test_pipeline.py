@@ -218,8 +218,9 @@ def test_rlep_trains_its_pool_policy_first_charges_it_and_still_replays_at_the_e
     trained = []
     step = p.trainer.step
     p.trainer.step = lambda batch, weights: (trained.append(batch), step(batch, weights))[1]
-    p.run()
+    logged_metrics = {name: value for name, value, _ in logged(p.run())}
     pool = p.summary()["pool"]
+    assert logged_metrics["pool/compute"] == pytest.approx(pool["compute"])  # in MLflow too
     # phase 1: the reference trained for a quarter of the budget, then sampled the pool; all of it is charged
     assert pool["training_compute"] == pytest.approx(15_000) and pool["training_steps"] > 3
     assert pool["rollouts"] == len(strategy.seen_pool) == 200 and pool["correct"] > 50

@@ -149,6 +149,7 @@ class Pipeline(Executor):
                      correct=sum(sum(r >= 1.0 for r in g.rewards) for g in groups))
         facts["compute"] = facts.get("training_compute", 0.0) + facts["generation_compute"]
         self.pool_facts = facts
+        self.metrics.extend((f"pool/{k}", float(v), 0) for k, v in facts.items())  # what the pool cost, in MLflow
         self._push(self.time + pool_time, POOL_DONE, payload=groups)
 
     def _train_pool_policy(self, trained_for: float) -> Pipeline:

@@ -38,7 +38,8 @@ def as_float(x) -> float:
 
 
 def _legend_label(e: dict) -> str:
-    return f"{e['label']} ({e['workers']},{e['trainers']})" + (", reference" if e["reference"] else "")
+    split = f"({e['workers']},{e['trainers']})"
+    return e["label"] + ("" if split in e["label"] else f" {split}") + (", reference" if e["reference"] else "")
 
 
 def _legend_outside(ax) -> None:

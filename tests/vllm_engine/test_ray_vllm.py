@@ -3,15 +3,14 @@ environment): W vLLM workers in Ray actors take the trainers' weights as they pu
 what the same run with the transformers engine records."""
 
 import importlib.util
+import json
 
 import pytest
 
-from benchmark.engine.ray.options import RayOptions
+from benchmark.cli import app as cli
 from benchmark.paths import BASELINES_DIR
 from benchmark.rl.tiny_lm import build_char_tokenizer, build_tiny_model
-from benchmark.runner import RunSpec, run
 from benchmark.tracking import client
-from benchmark.workload import load_workload
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs ray (the distributed extra)")
 
@@ -27,17 +26,19 @@ def checkpoint(tmp_path_factory):
 
 
 def test_vllm_workers_in_ray_actors_sync_weights_and_record_what_the_transformers_engine_records(
-        checkpoint, isolated_runs, monkeypatch):
+        checkpoint, isolated_runs, monkeypatch, tmp_path):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # a throw-away local cluster needs no token
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB per engine: three engines on a small machine
     config = {"model.checkpoint": str(checkpoint), "pipeline.devices": 3, "pipeline.workers": 2,
               "pipeline.trainers": 1, "budget": 30_000, "eval.every": 15_000, "eval.num_problems": 20,
               "eval.pass_k_problems": 0, "grpo.batch_size": 16, "grpo.group_size": 4}
-    strategy = BASELINES_DIR / "fifo_uniform.py"
     summaries = {}
-    for engine in ("hf", "vllm"):
-        spec = RunSpec(load_workload("arith-tiny", config), strategy, {"buffer_size": 64}, seed=0, executor="ray")
-        summaries[engine] = run(spec, executor_options=RayOptions(num_cpus=2, engine=engine))
+    for engine in ("hf", "vllm"):  # the command as a user types it
+        out = tmp_path / f"{engine}.json"
+        assert cli.main(["run", "--executor", "ray", "--ray-engine", engine, "--strategy",
+                         str(BASELINES_DIR / "fifo_uniform.py"), "--set", "buffer_size=64", "--summary-json", str(out),
+                         *[f"--set={k}={v}" for k, v in config.items()]]) == 0
+        summaries[engine] = json.loads(out.read_text())
     hf, vllm = summaries["hf"], summaries["vllm"]
     assert vllm["ray"]["engine"] == "benchmark.rl.vllm_engine:vllm_engine"
     # the workers generated with weights the trainers published (each generation checks vLLM's weight version)

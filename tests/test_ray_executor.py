@@ -28,12 +28,12 @@ FIFO = REPO / "baselines" / "fifo_uniform.py"
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                reason='ray is not installed: pip install -e ".[distributed]"')
 
-# arith-tiny (its real start checkpoint), W = 2, T = 2, FIFO of 256, budget 200k, evaluations every 50k.
-CONFIG = {"pipeline.devices": 4, "pipeline.workers": 2, "pipeline.trainers": 2, "budget": 200_000,
-          "eval.every": 50_000, "eval.num_problems": 200, "eval.pass_k_problems": 20}
+# arith-tiny (its real start checkpoint), W = 2, T = 2, FIFO of 256, budget 120k, evaluations every 40k.
+CONFIG = {"pipeline.devices": 4, "pipeline.workers": 2, "pipeline.trainers": 2, "budget": 120_000,
+          "eval.every": 40_000, "eval.num_problems": 200, "eval.pass_k_problems": 20}
 # The virtual-time pipeline on CONFIG, seed 0 (deterministic; rerun it to refresh): replay ratio
-# close to mu*T/W = 5.28, mean off-policiness in trainer steps. A paced Ray run gave 4.74 and 10.9.
-SIM_REPLAY_RATIO, SIM_OFFPOLICY_MEAN = 5.05, 11.4
+# close to mu*T/W = 5.28, mean off-policiness in trainer steps (66 steps).
+SIM_REPLAY_RATIO, SIM_OFFPOLICY_MEAN = 4.89, 10.7
 # Wall seconds per normalised unit: the roles run at the workload's relative speeds (mu = 5.28)
 # although this CPU's own mu is near 1; the real work fits inside the paced durations.
 PACE = 5e-4
@@ -91,7 +91,7 @@ def test_ray_run_killed_after_two_checkpoints_resumes_and_records_the_pipeline_m
     c = client()
     steps = [m.step for m in c.get_metric_history(s["mlflow_run_id"], "train/loss")]
     assert sorted(steps) == list(range(1, s["trainer_steps"] + 1))
-    assert [p["compute"] for p in s["eval_curve"]] == [0, 50_000, 100_000, 150_000, 200_000]
+    assert [p["compute"] for p in s["eval_curve"]] == [0, 40_000, 80_000, 120_000]
     for key in ("trainer_step", "rollouts_generated", "measured_device_s"):
         assert [p[key] for p in s["eval_curve"]] == sorted(p[key] for p in s["eval_curve"]), key
     assert s["eval_curve"][1]["trainer_step"] > 0  # the kill came after real training
@@ -107,7 +107,7 @@ def test_ray_run_killed_after_two_checkpoints_resumes_and_records_the_pipeline_m
     assert s["eval_curve"][0]["trainer_step"] == 0 and s["eval_curve"][-1]["trainer_step"] <= s["trainer_steps"]
     # the budget stops the run: only the work in flight when it was spent is past it (2 generations of
     # 8 x 16 tokens: 4 * 5.28 * 256 / 2 = 2703 units at most)
-    assert 200_000 <= s["compute_used"] < 204_000 and s["trainer_steps"] > 10
+    assert 120_000 <= s["compute_used"] < 124_000 and s["trainer_steps"] > 10
     # the clock is the busier role's normalised time: that role is never idle
     assert min(s["trainer_idle_fraction"], s["worker_idle_fraction"]) == pytest.approx(0, abs=1e-9)
     assert s["samples_trained"] == 64 * s["trainer_steps"] and s["rollouts_generated"] % 8 == 0
@@ -137,7 +137,7 @@ def test_ray_run_killed_after_two_checkpoints_resumes_and_records_the_pipeline_m
                 "measured/compute_device_s", "measured/mu"}
     assert pipeline_metrics | measured <= metrics, sorted((pipeline_metrics | measured) - metrics)
     accuracy = c.get_metric_history(s["mlflow_run_id"], "eval/accuracy")
-    assert len(accuracy) == 5
+    assert len(accuracy) == 4
 
 
 @needs_ray

@@ -141,13 +141,14 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
         raise RunError(f"nothing to resume for this configuration and seed (no {ckpt}); run without --resume")
     executor = executor_cls(w, task, spec.seed, executor_options)
     try:
-        return _drive(spec, executor, config, task, task_versions, resume, summary_json, progress, stop_after_evals)
+        return _drive(spec, executor, config, task, task_versions, ckpt, resume, summary_json, progress,
+                      stop_after_evals)
     finally:
         executor.close()
 
 
-def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, resume: bool, summary_json,
-           progress, stop_after_evals) -> dict:
+def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, ckpt: Path, resume: bool,
+           summary_json, progress, stop_after_evals) -> dict:
     w = spec.workload
     experiment = executor.experiment(w.name)
     tags = {f"{TAG}workload": w.name, f"{TAG}workload_version": w.version, f"{TAG}strategy": spec.strategy_name,
@@ -168,7 +169,6 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, res
         failed.finish("FAILED")
         raise
 
-    ckpt = checkpoint_path(spec)
     ckpt_dir, meta_path = ckpt.parent, ckpt.parent / "run.json"
     if resume:
         executor.load(ckpt)

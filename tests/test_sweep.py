@@ -71,3 +71,15 @@ def test_sweep_errors_are_one_message(capsys):
     with pytest.raises(SystemExit):
         main(["sweep", "--splits", "5:3"])
     assert "a split is W,T" in capsys.readouterr().err
+
+
+def test_a_sweep_tags_each_entrys_track_as_baselines_does():
+    import argparse
+
+    from benchmark.cli import sweep
+
+    parser = argparse.ArgumentParser()
+    sweep.add_parsers(parser.add_subparsers())
+    configs = sweep.plan(parser.parse_args(["sweep", "--strategies", "rlep", "fifo_uniform", "--seeds", "0"]))
+    tags = {c.strategy: c.specs[0].tags for c in configs}
+    assert tags == {"on_policy": {}, "rlep": {"track": "open"}, "fifo_uniform": {}}  # untagged: the buffer track

@@ -171,6 +171,12 @@ def run_all(runs: list[tuple[RunSpec, str]], jobs: int) -> list[dict | StrategyE
     return outcomes
 
 
+def track_tags(entry) -> dict:
+    """An entry's runs' track tag; untagged runs are the default track, so the reference runs' tags stay as they
+    were."""
+    return {} if entry.track == DEFAULT_TRACK else {"track": entry.track}
+
+
 def submission_specs(sub, workload_name: str, seeds: list[int] | None = None, budget: float | None = None):
     """An entry's official runs: its settings on the workload, isolated, over the pinned seeds (or `seeds`)."""
     from benchmark.runner import RunSpec
@@ -226,8 +232,7 @@ def cmd_baselines(args) -> int:
                                     trainers=args.trainers or entry.trainers)
         overrides, strategy_params = split_overrides(args.set or [])
         workload = entry.workload_for(args.workload, args.budget, overrides)
-        # untagged runs are the default track: the reference runs' MLflow tags stay as they were
-        tags = {} if entry.track == DEFAULT_TRACK else {"track": entry.track}
+        tags = track_tags(entry)
         for seed in args.seeds if args.seeds is not None else workload.seeds:
             spec = RunSpec(workload, entry.strategy, {**entry.strategy_params(), **strategy_params}, seed,
                            isolated=args.isolate, tags=tags, executor=args.executor, name=name)

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from benchmark.cli.options import console
-from benchmark.cli.runs import add_jobs_option, jobs_of, positive_int, run_all
+from benchmark.cli.runs import add_jobs_option, jobs_of, positive_int, run_all, track_tags
 from benchmark.leaderboard.files import json_values, write_atomic
 from benchmark.leaderboard.scoring import median
-from benchmark.leaderboard.store import DEFAULT_TRACK, finished_runs
+from benchmark.leaderboard.store import finished_runs
 from benchmark.leaderboard.sweep import LEVELS, compute_saved, format_saved
 from benchmark.leaderboard.targets import REFERENCE
 from benchmark.submission import load_baselines
@@ -97,8 +97,8 @@ def plan(args) -> list[Config]:
         seen.add((name, w, t, entry.buffer_size))
         workload = entry.workload_for(args.workload, None, overrides)
         seeds = args.seeds if args.seeds is not None else workload.seeds
-        tags = {} if entry.track == DEFAULT_TRACK else {"track": entry.track}  # as `replaybench baselines` tags
-        specs = [RunSpec(workload, entry.strategy, {**entry.strategy_params(), **params}, s, name=name, tags=tags)
+        specs = [RunSpec(workload, entry.strategy, {**entry.strategy_params(), **params}, s, name=name,
+                         tags=track_tags(entry))
                  for s in seeds]
         configs.append(Config(name, w, t, entry.buffer_size, specs))
     return configs

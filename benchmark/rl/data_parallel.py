@@ -11,6 +11,8 @@ Both need the process group to exist (torch.distributed.init_process_group).
 
 from __future__ import annotations
 
+import copy
+
 import torch
 
 
@@ -64,18 +66,8 @@ def training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> 
                                                   options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     state = {"model": model_state, "optimizer": optimizer_state}
     if all(p.device.type == "cpu" for p in model.parameters()):  # else the offload copied them already
-        state = _cloned(state)  # not the live tensors, which the next step changes in place
+        state = copy.deepcopy(state)  # not the live tensors, which the next step changes in place
     return state
-
-
-def _cloned(x):
-    if isinstance(x, torch.Tensor):
-        return x.detach().clone()
-    if isinstance(x, dict):
-        return {k: _cloned(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return type(x)(_cloned(v) for v in x)
-    return x
 
 
 def load_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:

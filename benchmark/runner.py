@@ -6,6 +6,7 @@ A run checkpoints its whole state at every evaluation under runs/checkpoints/<ru
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -21,11 +22,11 @@ from benchmark.strategy import (
     StrategyFailure,
     check_params,
     declared_params,
-    file_sha256,
     load_strategy_class,
     strategy_params,
 )
-from benchmark.tracking import REPO_ROOT, RUNS_DIR, TAG, RunRecorder, code_version
+from benchmark.submission import DEFAULT_TRACK
+from benchmark.tracking import REPO_ROOT, RUNS_DIR, TAG, RunRecorder, code_version, summary_digest
 from benchmark.workload import LimitsConfig, Workload
 
 __all__ = ["RunError", "RunSpec", "run"]
@@ -44,6 +45,8 @@ class RunSpec:
     name: str | None = None  # the entry's name (a submission's, a baseline's): MLflow run names and the board
     user_tags: dict = field(default_factory=dict)  # the user's own MLflow tags (`run --tag KEY=VALUE`), verbatim
     attachments: dict = field(default_factory=dict)  # artifact file name -> text, logged when the run starts
+    # keys the strategy's RNG seed so that a box cannot invert it (ledger.strategy_seed); tagged in MLflow
+    seed_secret: str | None = None
 
     def __post_init__(self):
         self.strategy_path = Path(self.strategy_path)
@@ -61,6 +64,15 @@ class RunSpec:
         check_params(self.strategy_path, self.strategy_params, accepted)
         executor_class(self.executor)  # unknown, or not installed: one clear message before anything loads
 
+    @functools.cached_property
+    def strategy_source(self) -> bytes:
+        """The strategy file as read once: what the run hashes, logs and (isolated) hands to the box."""
+        return self.strategy_path.read_bytes()
+
+    @property
+    def track(self) -> str:
+        return self.tags.get("track", DEFAULT_TRACK)
+
     @property
     def strategy_name(self) -> str:
         return self.strategy_path.stem
@@ -75,7 +87,8 @@ class RunSpec:
         config = {"workload": self.workload.to_dict(),
                   # workload.strategy_defaults fill in the hyperparameters the strategy takes and params omit
                   "strategy": {"name": self.strategy_name, "path": str(shown),
-                               "sha256": file_sha256(self.strategy_path), "params": dict(self.strategy_params)},
+                               "sha256": hashlib.sha256(self.strategy_source).hexdigest(),
+                               "params": dict(self.strategy_params)},
                   "seed": self.seed}
         if self.executor != "sim":  # only then: the reference runs' group keys stay as they were
             config["executor"] = self.executor
@@ -98,7 +111,7 @@ class RunSpec:
 
     def strategy_spec(self) -> StrategySpec:
         return StrategySpec(self.strategy_path, dict(self.strategy_params), self.workload.strategy_defaults,
-                            self.isolated)
+                            self.isolated, self.track, self.strategy_source, self.seed_secret)
 
     def run_key(self) -> str:
         return f"{self.workload.name}-{self.strategy_name}-{self.group_key()}-seed{self.seed}"
@@ -156,6 +169,7 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, ckp
             f"{TAG}task_version": task.version, f"{TAG}isolated": spec.isolated, f"{TAG}executor": spec.executor,
             **({f"{TAG}sandbox": sandbox_mode()} if spec.isolated else {}),
             **({f"{TAG}name": spec.name} if spec.name else {}),
+            **({f"{TAG}seed_secret": spec.seed_secret} if spec.seed_secret else {}),
             **{f"{TAG}{k}": v for k, v in spec.tags.items()}, **spec.user_tags}
     params = {**config, "code_version": code_version(),
               "start_checkpoint_sha256": executor.start_info["weights_sha256"],
@@ -180,14 +194,17 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, ckp
     else:
         recorder = RunRecorder(w.name, run_name=f"{spec.display_name}-seed{spec.seed}", tags=tags, params=params,
                                experiment=experiment)
+        # the strategy as it runs, logged before it starts: the very bytes behind strategy.sha256
+        recorder.log_text(spec.strategy_source.decode(errors="replace"), spec.strategy_path.name)
         for file_name, text in spec.attachments.items():
             recorder.log_text(text, file_name)
         if executor.resumable:
             ckpt_dir.mkdir(parents=True, exist_ok=True)
             meta_path.write_text(json.dumps({"mlflow_run_id": recorder.run_id}) + "\n")
-        executor.start()
 
     try:
+        if not resume:
+            executor.start()  # inside: a strategy's pool request can fail it, and the run must end FAILED
         for checkpoint in executor.checkpoints(progress):
             if executor.resumable:
                 executor.save(ckpt)  # first the state (with the checkpoint's metrics), then MLflow
@@ -217,11 +234,12 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, ckp
                    group=spec.group_key(), strategy=spec.strategy_name, workload=w.name, seed=spec.seed)
     recorder.log_json(summary, "summary.json")
     recorder.log_json(config, "config.json")
-    recorder.log_text(spec.strategy_path.read_text(), spec.strategy_path.name)
     recorder.log_json(executor.eval_samples, "eval_samples.json")
     recorder.log_curve_plot(summary["eval_curve"], f"{w.name}: {spec.strategy_name}, seed {spec.seed}")
     recorder.log_distributions_plot(summary)
-    recorder.set_tags({f"{TAG}status": "finished", f"{TAG}best_accuracy": summary["best"]["accuracy"]})
+    # the scorer checks summary.json against this digest: an artifact changed after the run is refused
+    recorder.set_tags({f"{TAG}status": "finished", f"{TAG}best_accuracy": summary["best"]["accuracy"],
+                       f"{TAG}summary_sha256": summary_digest(summary)})
     recorder.finish()
     if summary_json:
         Path(summary_json).write_text(json.dumps(summary, indent=2, default=str) + "\n")

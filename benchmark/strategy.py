@@ -137,18 +137,21 @@ def file_sha256(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def load_strategy_class(path: str | Path) -> type[ReplayStrategy]:
-    """Import a strategy file by path and return its ReplayStrategy subclass."""
+def load_strategy_class(path: str | Path, source: bytes | None = None) -> type[ReplayStrategy]:
+    """Import a strategy file and return its ReplayStrategy subclass. `source`: the file's bytes as the engine
+    read them (the box gets those, not the file, so that what runs is what was hashed and logged)."""
     path = Path(path)
-    if not path.is_file() or path.suffix != ".py":
-        raise StrategyError(f"strategy file {'not found' if not path.is_file() else 'is not Python'}: {path} "
-                            "(pass the path of a .py file, e.g. baselines/fifo_uniform.py)")
-    module_name = f"replaybench_strategy_{file_sha256(path)[:12]}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
+    if source is None:
+        if not path.is_file() or path.suffix != ".py":
+            raise StrategyError(f"strategy file {'not found' if not path.is_file() else 'is not Python'}: {path} "
+                                "(pass the path of a .py file, e.g. baselines/fifo_uniform.py)")
+        source = path.read_bytes()
+    module_name = f"replaybench_strategy_{hashlib.sha256(source).hexdigest()[:12]}"
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(module_name, loader=None))
+    module.__file__ = str(path)
     sys.modules[module_name] = module  # pickling and dataclasses need the module to be importable by name
     try:
-        spec.loader.exec_module(module)
+        exec(compile(source, str(path), "exec"), vars(module))
     except Exception as exc:
         raise StrategyError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
     cls = getattr(module, "STRATEGY", None)
@@ -260,9 +263,10 @@ def check_params(path: str | Path, params: dict, accepted: list[str] | None) -> 
         raise StrategyError(f"{Path(path).name}: " + "; ".join(wrong))
 
 
-def build_strategy(path: str | Path, params: dict, defaults: dict | None = None) -> ReplayStrategy:
+def build_strategy(path: str | Path, params: dict, defaults: dict | None = None,
+                   source: bytes | None = None) -> ReplayStrategy:
     """The strategy with `params`; `defaults` (the workload's) fill in only what it accepts."""
-    cls = load_strategy_class(path)
+    cls = load_strategy_class(path, source)
     accepted = strategy_params(cls)
     params = {**{k: v for k, v in (defaults or {}).items() if k in accepted}, **params}
     unknown = sorted(set(params) - set(accepted))

@@ -3,9 +3,11 @@
 (`parse_entry`), and run under the rules.
 
 Tracks:
-  buffer  the entry chooses only its strategy, its (W, T) and its buffer size; the loss is GRPO.
+  buffer  the entry chooses only its strategy, its (W, T) and its buffer size; the loss is GRPO, and its batches
+          keep the engine's advantages and behaviour log-probs (the ledger's `check_batch`).
   open    it may also choose a registered loss (`grpo` or `asymre`) and, under `grpo:`, the clip range, AsymRE's
-          delta and the learning rate (OPEN_TRACK_GRPO).
+          delta and the learning rate (OPEN_TRACK_GRPO), and regroup advantages or recompute behaviour log-probs
+          in its batches. A run without a track tag is on the buffer track.
 Everything else (model, task, learning rate, G, B, evaluation, budget, seeds) is the workload's.
 """
 
@@ -22,6 +24,7 @@ from benchmark.paths import BASELINES_DIR
 from benchmark.workload import LOSSES, Workload, load_workload
 
 TRACKS = ("buffer", "open")
+DEFAULT_TRACK = "buffer"
 REQUIRED = ("name", "authors", "contact", "description", "strategy", "track", "workers", "trainers")
 # the class: the file's one subclass, or STRATEGY = X
 OPTIONAL = ("buffer_size", "hyperparameters", "loss", "sync_every", "grpo")

@@ -11,6 +11,7 @@ which flushes already landed and never logs a value twice.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -130,6 +131,17 @@ def code_version() -> str:
         return (sha or "unknown") + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def digest(obj) -> str:
+    """SHA-256 of obj's canonical JSON: the same settings give the same digest."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def summary_digest(summary: dict) -> str:
+    """The digest of a run's summary as summary.json holds it (tuples as lists): the tag the run ends with,
+    which the scorer checks the artifact against."""
+    return digest(json.loads(json.dumps(summary, default=str)))
 
 
 def flatten(d: dict, prefix: str = "") -> dict:

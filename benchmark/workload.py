@@ -105,9 +105,15 @@ class LimitsConfig:
     a verdict (timeout, memory, garbage). Far above honest use: the baselines take a few seconds a run."""
 
     strategy_seconds: float = 900.0  # all of the strategy's calls in one run, wall time
-    call_seconds: float = 10.0  # one call, wall time
+    call_seconds: float = 10.0  # one call, wall time; and in a box, its CPU time
     memory_mb: int = 2048  # the strategy's process (isolated runs)
-    reply_mb: float = 64.0  # one reply or checkpoint state of an isolated strategy
+    reply_mb: float = 64.0  # one checkpoint state of an isolated strategy (a call's reply: 1 MB)
+    # Relative to the run: the calls' wall time may not pass floor_seconds + wall_share of the engine's own wall
+    # time (so a strategy cannot stretch a run by more than that), nor the box's CPU time, every thread of it,
+    # floor_seconds + cpu_share of the engine's CPU time. Honest strategies use well under 1% of either.
+    floor_seconds: float = 30.0
+    wall_share: float = 0.1
+    cpu_share: float = 0.05
 
 
 @dataclass
@@ -159,6 +165,8 @@ class Workload:
         lim = self.limits
         if min(lim.strategy_seconds, lim.call_seconds, lim.memory_mb, lim.reply_mb) <= 0:
             problems.append("limits.strategy_seconds, call_seconds, memory_mb and reply_mb must be positive")
+        if lim.floor_seconds <= 0 or not (0 < lim.wall_share <= 1 and 0 < lim.cpu_share <= 1):
+            problems.append("limits.floor_seconds must be positive, limits.wall_share and cpu_share from 0 to 1")
         problems += self._model_and_task_problems()
         if problems:
             raise WorkloadError(f"workload {self.name}: " + "; ".join(problems))

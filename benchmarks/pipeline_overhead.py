@@ -6,6 +6,8 @@ Runs each baseline once (seed 0, its (W, T) from baselines/baselines.yaml) into 
 MLflow store and prints a table. Evaluation generation counts as model time; everything else
 (event loop, strategy, rewards, rollout records, metrics, checkpoints, MLflow) is overhead:
 "loop" counts the pipeline's own loop, "whole run" adds model loading, MLflow set-up and artifacts.
+With --isolate, each strategy also runs in its box, and a last table gives the boundary's cost: the isolated
+run's wall time over the in-process one's, measured side by side in this one invocation.
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ def main() -> int:
     for (name, steps, whole, total, gen, train, ev, strat, calls, per_call, loop_overhead, run_overhead) in rows:
         print(f"{name} | {steps} | {whole:.1f} | {total:.1f} | {gen:.1f} | {train:.1f} | {ev:.1f} | {strat:.2f} | "
               f"{calls} | {per_call:.3f} | {loop_overhead:.1%} | {run_overhead:.1%}")
+    if args.isolate:
+        print("\nstrategy | isolated / in-process (whole run) | strategy calls' wall time, isolated / in-process")
+        print("--- | --- | ---")
+        for plain, boxed in zip(rows[::2], rows[1::2]):
+            print(f"{plain[0]} | {boxed[2] / plain[2]:.3f} | {boxed[7]:.2f} s / {plain[7]:.2f} s")
     return 0
 
 

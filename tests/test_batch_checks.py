@@ -1,6 +1,7 @@
 """What `sample()` returns is checked by the engine before any training: a wrong batch size, invalid
-Batch.weights or Batch.regroup end the run with a `garbage: ...` verdict; a valid regroup trains on the
-group-relative advantages the engine recomputes over the named positions."""
+Batch.weights or Batch.regroup end the run with a `garbage: ...` verdict, what the buffer track's rules do not
+allow with a `forbidden: ...` one, a forged or altered rollout with `fabricated` or `tampered`; a valid regroup
+trains on the group-relative advantages the engine recomputes over the named positions."""
 
 import math
 
@@ -16,7 +17,7 @@ from benchmark.strategy import StrategyFailure
 BATCH = 16  # small_workload's grpo.batch_size
 
 SIZE = f"garbage: sample() must return a list of exactly {BATCH} rollouts or None, got "
-WEIGHTS = "garbage: Batch.weights must hold one finite, non-negative number per rollout"
+WEIGHTS = "garbage: Batch.weights must hold one number from 0 to 1 per rollout"
 REGROUP = "garbage: Batch.regroup must be disjoint lists of batch positions"
 RECOMPUTE = "garbage: Batch.recompute_behaviour must be distinct batch positions"
 
@@ -35,13 +36,13 @@ class Shaped(ReplayStrategy):
         return self.shape(list(self.seen[:batch_size])) if len(self.seen) >= batch_size else None
 
 
-def run_pipeline(checkpoint, task, shape, budget=20_000):
+def run_pipeline(checkpoint, task, shape, budget=20_000, track="open"):
     w = small_workload(checkpoint, budget=budget, **{"eval.every": budget, "eval.num_problems": 4,
                                                      "eval.pass_k_problems": 0})
     model = AutoModelForCausalLM.from_pretrained(checkpoint)
     tok = AutoTokenizer.from_pretrained(checkpoint, padding_side="left")
     p = Pipeline(w, task, seed=0, policy=(model, tok, {}))
-    p.attach(Shaped(shape))
+    p.attach(Shaped(shape), track)
     p.start()
     p.run()
     return p
@@ -64,6 +65,10 @@ def weights(*values):
     (weights(math.inf), WEIGHTS),
     (weights("1.0"), WEIGHTS),
     (weights(None), WEIGHTS),
+    (weights(1.5), WEIGHTS),  # a weight over 1 turns the learning rate up
+    (weights(10**400), WEIGHTS),  # past float32, and past float64
+    (weights(3e38 * 10), WEIGHTS),
+    (weights(True), WEIGHTS),
     (lambda rs: Batch(rs, regroup=[[0, 1, 2, 3], [3, 4]]), REGROUP),  # overlapping
     (lambda rs: Batch(rs, regroup=[[0, 1, 1]]), REGROUP),  # a position twice in one set
     (lambda rs: Batch(rs, regroup=[[0, BATCH]]), REGROUP),  # out of range
@@ -84,12 +89,25 @@ def test_invalid_batch_ends_the_run_with_a_garbage_verdict(tiny_checkpoint, arit
 @pytest.mark.parametrize("shape", [
     lambda rs: rs,
     lambda rs: tuple(rs),
-    lambda rs: Batch(rs, [0.0, 2, 0.5] + [1.0] * (len(rs) - 3), regroup=[[0, 5, 9], [2, 3]]),
+    lambda rs: Batch(rs, [0.0, 1, 0.5] + [1.0] * (len(rs) - 3), regroup=[[0, 5, 9], [2, 3]]),
+    lambda rs: rs[:1] * (BATCH // 2) + rs[1:BATCH // 2 + 1],  # with replacement: half a batch of one rollout
     lambda rs: Batch(rs, regroup=[]),
     lambda rs: Batch(rs, regroup=[[0, 1]], recompute_behaviour=[1, 3]),
 ])
 def test_valid_batches_train(tiny_checkpoint, arith_task, shape):
     assert run_pipeline(tiny_checkpoint, arith_task, shape).trainer_step > 0
+
+
+@pytest.mark.parametrize("shape, verdict", [
+    (lambda rs: Batch(rs, regroup=[[0, 1]]), "forbidden: Batch.regroup is an open-track choice"),
+    (lambda rs: Batch(rs, recompute_behaviour=[0]), "forbidden: Batch.recompute_behaviour is an open-track choice"),
+    (lambda rs: rs[:1] * BATCH, f"forbidden: rollout 0 fills {BATCH} of the batch's {BATCH} places"),
+    (lambda rs: rs[:1] * (BATCH // 2 + 1) + rs[1:BATCH // 2], f"forbidden: rollout 0 fills {BATCH // 2 + 1} of"),
+])
+def test_the_buffer_tracks_rules_hold_in_code(tiny_checkpoint, arith_task, shape, verdict):
+    with pytest.raises(StrategyFailure) as failure:
+        run_pipeline(tiny_checkpoint, arith_task, shape, track="buffer")
+    assert str(failure.value).startswith(verdict)
 
 
 def test_regrouped_advantages_are_recomputed_over_the_named_positions(tiny_checkpoint, coin_task, monkeypatch):
@@ -170,12 +188,13 @@ def test_an_isolated_strategys_batch_crosses_the_boundary_whole():
     """What the box sends for a Batch (ids, weights, regroup, recompute positions) is what the engine reads."""
     import json
 
-    from benchmark.engine.sandbox import Box, IsolatedStrategy, encode
+    from benchmark.engine.box import Box, encode
+    from benchmark.engine.sandbox import IsolatedStrategy
     from benchmark.rollout import Rollout
 
     rollouts = [Rollout(i, 0, "p", (1,), (2,), (-0.5,), 1.0, True, 0.0, 0, 0, 0.0) for i in range(4)]
     box = Box(ReplayStrategy(), rng_seed=0)
-    sent = box.batch(Batch(rollouts, [1.0, 0.5, 1.0, 2.0], regroup=[[0, 1]], recompute_behaviour=[3]))
+    sent = box.batch(Batch(rollouts, [1.0, 0.5, 1.0, 0.0], regroup=[[0, 1]], recompute_behaviour=[3]))
     read = IsolatedStrategy._batch(None, json.loads(encode(sent)), 4)
     batch = read.resolve({r.rollout_id: r for r in rollouts})
-    assert (batch.weights, batch.regroup, batch.recompute_behaviour) == ([1.0, 0.5, 1.0, 2.0], [[0, 1]], [3])
+    assert (batch.weights, batch.regroup, batch.recompute_behaviour) == ([1.0, 0.5, 1.0, 0.0], [[0, 1]], [3])

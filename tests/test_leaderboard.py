@@ -14,11 +14,12 @@ import pytest
 import benchmark.leaderboard.build
 from benchmark.cli import main
 from benchmark.leaderboard.build import SCHEMA, build_results, results_json, score_from_mlflow
-from benchmark.leaderboard.compliance import canonical_workload, differing_settings, digest
+from benchmark.leaderboard.compliance import canonical_workload, differing_settings
 from benchmark.leaderboard.page import render_html
 from benchmark.leaderboard.render import print_leaderboard, render_markdown, table_rows
 from benchmark.leaderboard.store import RunRecord
 from benchmark.leaderboard.targets import freeze_target
+from benchmark.tracking import digest, summary_digest
 from benchmark.workload import load_workload
 
 WORKLOAD = "arith-tiny"
@@ -32,7 +33,8 @@ def fake_curve(budget, every, accs):
 
 
 def make_run(c, exp, strategy, seed, accs=None, workers=5, trainers=3, status="finished", overrides=None,
-             entropy=None, track=None, params=None, replay_ratio=1.0, offpolicy_mean=0.5, workload=WORKLOAD):
+             entropy=None, track=None, params=None, replay_ratio=1.0, offpolicy_mean=0.5, workload=WORKLOAD,
+             digest_tag=False):
     """One MLflow run shaped like the runner's: tags, summary.json artifact, train/entropy metric."""
     w = load_workload(workload, {"pipeline.workers": workers, "pipeline.trainers": trainers, **(overrides or {})})
     config = {"workload": w.to_dict(), "strategy": {"name": strategy, "path": f"baselines/{strategy}.py",
@@ -57,6 +59,8 @@ def make_run(c, exp, strategy, seed, accs=None, workers=5, trainers=3, status="f
             path = Path(tmp) / "summary.json"
             path.write_text(json.dumps(summary))
             c.log_artifact(rid, str(path))
+        if digest_tag:  # as the runner ends a run
+            c.set_tag(rid, "replaybench.summary_sha256", summary_digest(summary))
         if entropy is not None:
             c.log_metric(rid, "train/entropy", entropy, step=5)
         c.set_terminated(rid)
@@ -199,6 +203,33 @@ def test_build_is_atomic_and_track_filter(store, capsys, monkeypatch):
     # one seed of four: the three missing ones are failures, so its median run never reaches the target
     assert not side["score"]["reached"] and side["flags"][0].startswith("no counting run of seeds 1, 2, 3 on")
     assert side["workloads"][WORKLOAD]["per_run"][side["workloads"][WORKLOAD]["run_ids"][0]]["speedup"] == 6.0
+
+
+def test_a_summary_changed_after_its_run_is_refused_by_the_build(store, capsys):
+    """The forgery of the hostile review: a summary.json artifact rewritten in the store (a curve that climbs to
+    0.95 early). The run's tag holds the digest of the summary it ended with; the build refuses the forged one with
+    a line saying so, and ranks as if the run had not finished."""
+    from mlflow.artifacts import download_artifacts
+
+    from benchmark.tracking import client, experiment_id
+
+    c = client()
+    honest = make_run(c, experiment_id(c, WORKLOAD), "forger", 0, [0.2, 0.3], digest_tag=True)
+    forged = make_run(c, experiment_id(c, WORKLOAD), "forger", 1, [0.2, 0.3], digest_tag=True)
+    artifact = Path(download_artifacts(run_id=forged, artifact_path="summary.json"))
+    local = Path(c.get_run(forged).info.artifact_uri.removeprefix("file://")) / "summary.json"
+    summary = json.loads(artifact.read_text())
+    summary["eval_curve"] = fake_curve(summary["budget"], 120_000, [0.2, 0.95])
+    summary["best"] = summary["eval_curve"][1]
+    local.write_text(json.dumps(summary))
+    targets, out = store["targets"], store["out"]
+    assert lb("freeze-target", "--workload", WORKLOAD, "--targets", targets) == 0
+    assert lb("build", "--targets", targets, "--out", out) == 0
+    results = json.loads((out / "results.json").read_text())
+    reasons = {x["run_id"]: x["reason"] for x in results["excluded_runs"]}
+    assert reasons[forged].startswith("refused: summary.json is not the one the run ended with")
+    assert honest not in reasons
+    assert forged in (out / "LEADERBOARD.md").read_text()
 
 
 def test_memory_settings_never_make_a_run_non_compliant():

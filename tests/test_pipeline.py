@@ -11,15 +11,17 @@ from benchmark.strategy import build_strategy
 BASELINES = Path(__file__).resolve().parent.parent / "baselines"
 
 
-def make_pipeline(checkpoint, task, strategy, params, seed=0, model=None, start=True, **overrides):
-    """strategy: a baseline's name or a strategy object; model: the trainers' model (default: the checkpoint's)."""
+def make_pipeline(checkpoint, task, strategy, params, seed=0, model=None, start=True, track="buffer", **overrides):
+    """strategy: a baseline's name (on its own track) or a strategy object; model: the trainers' model (default:
+    the checkpoint's)."""
     w = small_workload(checkpoint, **overrides)
     model = model or AutoModelForCausalLM.from_pretrained(checkpoint)
     tok = AutoTokenizer.from_pretrained(checkpoint, padding_side="left")
     if isinstance(strategy, str):
+        track = track_of(strategy)
         strategy = build_strategy(BASELINES / f"{strategy}.py", params)
     p = Pipeline(w, task, seed, policy=(model, tok, {}))
-    p.attach(strategy)
+    p.attach(strategy, track)
     if start:
         p.start()
     return p
@@ -28,6 +30,12 @@ def make_pipeline(checkpoint, task, strategy, params, seed=0, model=None, start=
 def logged(checkpoints) -> list:
     """The metrics logged at these checkpoints, wall-clock timings aside."""
     return [m for c in checkpoints for m in c.metrics if not m[0].startswith("wall/")]
+
+
+def track_of(baseline: str) -> str:
+    from benchmark.submission import load_baselines
+
+    return load_baselines().entries[baseline].track
 
 
 def recording(name, params):
@@ -87,7 +95,7 @@ def test_busy_and_idle_time_follow_the_tokens_generated_and_trained(tiny_checkpo
                                                                     workers):
     trainers = 8 - workers
     recorder = recording(strategy, params)
-    p = make_pipeline(tiny_checkpoint, arith_task, recorder, None,
+    p = make_pipeline(tiny_checkpoint, arith_task, recorder, None, track=track_of(strategy),
                       **{"pipeline.workers": workers, "pipeline.trainers": trainers})
     p.run()
     s = p.summary()
@@ -192,7 +200,8 @@ def test_every_baseline_trains_in_the_pipeline(tiny_checkpoint, arith_task, name
 
 def test_pool_phase_is_charged_and_precedes_the_workers(tiny_checkpoint, arith_task):
     strategy = recording("rlep", {"pool_prompts": 20, "pool_samples": 4, "trained_for": 0})
-    p = make_pipeline(tiny_checkpoint, arith_task, strategy, None, **{"pipeline.workers": 6, "pipeline.trainers": 2})
+    p = make_pipeline(tiny_checkpoint, arith_task, strategy, None, track="open",
+                      **{"pipeline.workers": 6, "pipeline.trainers": 2})
     p.run()
     mu = small_workload(tiny_checkpoint).pipeline.mu
     assert len(strategy.seen_pool) == 80
@@ -214,7 +223,8 @@ def test_rlep_trains_its_pool_policy_first_charges_it_and_still_replays_at_the_e
     from benchmark.rl.grpo import group_advantages
 
     strategy = recording("rlep", {"pool_prompts": 100, "pool_samples": 2, "trained_for": 0.25})
-    p = make_pipeline(tiny_checkpoint, coin_task, strategy, None, **{"pipeline.workers": 6, "pipeline.trainers": 2})
+    p = make_pipeline(tiny_checkpoint, coin_task, strategy, None, track="open",
+                      **{"pipeline.workers": 6, "pipeline.trainers": 2})
     trained = []
     step = p.trainer.step
     p.trainer.step = lambda batch, weights: (trained.append(batch), step(batch, weights))[1]

@@ -34,7 +34,8 @@ def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, coi
     # coin_task: mixed rewards, so that weights, priorities and replayed successes all come into play
     from benchmark.submission import load_baselines
 
-    params = {**load_baselines().entries[name].strategy_params(), "buffer_size": 32, **SMALL.get(name, {})}
+    entry = load_baselines().entries[name]
+    params = {**entry.strategy_params(), "buffer_size": 32, **SMALL.get(name, {})}
     histories = []
     for isolated in (False, True):
         w = small_workload(tiny_checkpoint, **{"pipeline.workers": 5, "pipeline.trainers": 3})
@@ -44,7 +45,7 @@ def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, coi
         strategy = (IsolatedStrategy(path, params, rng_seed=strategy_seed(0)) if isolated
                     else build_strategy(path, params))
         p = Pipeline(w, coin_task, seed=0, policy=(model, tok, {}))
-        p.attach(strategy)
+        p.attach(strategy, entry.track)
         p.start()
         metrics = [m for c in p.run() for m in c.metrics if not m[0].startswith("wall/")]
         use_count = p.strategy_usage()["use_count"]
@@ -64,13 +65,13 @@ def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, coi
     ("garbage.py", "garbage: sample() returned a int, not a Rollout"),
     ("fabricates.py", "fabricated: rollout 1000000000 was never produced"),
     ("tampers.py", "tampered: rollout 0 differs"),
-    ("writes_outside.py", "forbidden: wrote outside its temp folder"),
+    ("writes_outside.py", "forbidden: tried to write a file"),
     ("spawns.py", "forbidden: started a process (subprocess.Popen)"),
-    ("connects.py", "forbidden: opened a network connection (socket.connect)"),
+    ("connects.py", "forbidden: opened a network connection"),
     ("loads_native.py", "forbidden: loaded native code (ctypes)"),
     ("crashes.py", "crashed: the strategy process died during add() (exit code 3)"),
     ("smuggles_code.py", "garbage: sample() returned something that is not plain data"),
-    ("writes_at_import.py", "forbidden: wrote outside its temp folder"),
+    ("writes_at_import.py", "forbidden: tried to write a file"),
     ("mutates_in_place.py", "tampered: rollout 0 differs"),
     ("huge_state.py", "garbage: state_dict() sent a reply over the 1 MB limit"),
 ])
@@ -221,3 +222,56 @@ def test_the_limits_are_the_workloads_and_default_ones_keep_the_reference_group(
     key_without_limits = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
     assert official.group_key() == key_without_limits  # the runs made before the section existed stay grouped
     assert looser.group_key() != official.group_key()
+
+
+def test_a_hostile_run_leaves_the_store_and_the_runs_before_it_as_they_were(tiny_checkpoint, isolated_runs):
+    """The review's forgery: a box that remounts its root read-write, unmounts what hides the store and rewrites
+    the summary.json of every earlier run of the store. The store is not in the box at all; the earlier run's
+    artifacts are the same bytes after, and its summary still matches the digest it ended with."""
+    from benchmark.tracking import client, summary_digest
+
+    earlier = good_run(tiny_checkpoint)
+    artifacts = Path(client().get_run(earlier["mlflow_run_id"]).info.artifact_uri.removeprefix("file://"))
+    before = {p: p.read_bytes() for p in artifacts.iterdir()}
+    # the strategy as it ran: logged before the box started, the bytes behind strategy.sha256
+    [record] = find_runs("arith-tiny", f"attributes.run_id = '{earlier['mlflow_run_id']}'")
+    assert hashlib.sha256((artifacts / "fifo_uniform.py").read_bytes()).hexdigest() == \
+        record.data.params["strategy.sha256"]
+    for attack in ("remount", "write_files"):
+        aims = [str(artifacts / "summary.json"), str(isolated_runs / "mlflow.db"), str(isolated_runs / "forged.json")]
+        spec = RunSpec(small_workload(tiny_checkpoint), HOSTILE / "escapes.py", {"attack": attack, "targets": aims},
+                       seed=1, isolated=True)
+        with pytest.raises(StrategyFailure, match="^raised: add\\(\\) raised RuntimeError: contained: "):
+            run(spec)
+    assert {p: p.read_bytes() for p in artifacts.iterdir()} == before
+    assert not (isolated_runs / "forged.json").exists()
+    summary = json.loads((artifacts / "summary.json").read_text())
+    assert summary_digest(summary) == record.data.tags["replaybench.summary_sha256"]
+
+
+@pytest.mark.parametrize("request_", [(200_000, 8), (1, 10**8), (10**30, 1), (-1, 4), (4.5, 2), (1, 1, float("nan"))])
+def test_a_pool_request_is_checked_against_the_budget_before_any_work(request_):
+    from benchmark.engine.ledger import checked_pool_request, most_pool_rollouts
+    from benchmark.workload import load_workload
+
+    with pytest.raises(StrategyFailure, match="^garbage: pool_request"):
+        checked_pool_request(list(request_), most_pool_rollouts(load_workload("arith-tiny")))
+
+
+@pytest.mark.parametrize("isolated", [False, True])
+def test_a_refused_pool_request_ends_the_run_failed_in_mlflow(tiny_checkpoint, isolated_runs, isolated):
+    spec = RunSpec(small_workload(tiny_checkpoint), HOSTILE / "asks_a_huge_pool.py", {"request": [1, 10**8]}, seed=0,
+                   isolated=isolated)
+    with pytest.raises(StrategyFailure, match="^garbage: pool_request\\(\\) asks for 100,000,000 rollouts"):
+        run(spec)
+    [record] = find_runs("arith-tiny", "tags.`replaybench.strategy` = 'asks_a_huge_pool'")
+    assert record.info.status == "FAILED"
+
+
+@pytest.mark.parametrize("isolated", [False, True])
+def test_a_strategy_cannot_stretch_a_run_past_its_share_of_the_runs_time(tiny_checkpoint, isolated_runs, isolated):
+    w = small_workload(tiny_checkpoint, **{"limits.floor_seconds": 1, "limits.wall_share": 0.01})
+    spec = RunSpec(w, HOSTILE / "sleeps_under_the_limit.py", {}, seed=0, isolated=isolated)
+    with pytest.raises(StrategyFailure, match="^timeout: the strategy's calls took .* more than their allowance of "
+                                              "1 s \\+ 1% of the engine's own time"):
+        run(spec)

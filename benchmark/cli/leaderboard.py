@@ -13,9 +13,9 @@ from benchmark.leaderboard import LeaderboardError
 from benchmark.leaderboard.build import build, local_board_dir, score_from_mlflow
 from benchmark.leaderboard.render import print_leaderboard
 from benchmark.leaderboard.serve import serve
-from benchmark.leaderboard.store import DEFAULT_TRACK
 from benchmark.leaderboard.targets import REFERENCE, freeze_target, target_path
 from benchmark.paths import LEADERBOARD_DIR
+from benchmark.submission import DEFAULT_TRACK
 from benchmark.tracking import tracking_uri
 from benchmark.workload import load_workload
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import secrets
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,9 +20,8 @@ from benchmark.cli.parallel import default_jobs, last_accuracy, progress_bar, pr
 from benchmark.leaderboard import LeaderboardError
 from benchmark.leaderboard.build import score_from_mlflow
 from benchmark.leaderboard.render import print_leaderboard
-from benchmark.leaderboard.store import DEFAULT_TRACK
 from benchmark.strategy import StrategyError
-from benchmark.submission import load_baselines, load_submission
+from benchmark.submission import DEFAULT_TRACK, TRACKS, load_baselines, load_submission
 from benchmark.tracking import TAG
 from benchmark.workload import WorkloadError, split_overrides
 
@@ -40,6 +40,12 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--tag", action="append", type=user_tag, metavar="KEY=VALUE", default=[],
                    help="an MLflow tag of your own on the run (repeatable), e.g. --tag team=blue")
     p.add_argument("--resume", action="store_true", help="continue the interrupted run of this config and seed")
+    p.add_argument("--track", choices=TRACKS, default=DEFAULT_TRACK,
+                   help="whose rules the strategy's batches follow: buffer (default) or open (regroup and "
+                        "recompute_behaviour allowed)")
+    p.add_argument("--seed-secret", metavar="HEX",
+                   help="the secret that keyed a submitted run's strategy RNG (its MLflow tag replaybench.seed_secret),"
+                        " to make that run again exactly")
     p.add_argument("--summary-json", type=Path, help="also write the run's final summary here")
     p.add_argument("--ray-pace", type=float, metavar="SECONDS",
                    help="with --executor ray: wall seconds per compute unit, so that generation and training "
@@ -171,10 +177,9 @@ def run_all(runs: list[tuple[RunSpec, str]], jobs: int) -> list[dict | StrategyE
     return outcomes
 
 
-def track_tags(entry) -> dict:
-    """An entry's runs' track tag; untagged runs are the default track, so the reference runs' tags stay as they
-    were."""
-    return {} if entry.track == DEFAULT_TRACK else {"track": entry.track}
+def track_tags(track: str) -> dict:
+    """A run's track tag; untagged runs are the default track, so the reference runs' tags stay as they were."""
+    return {} if track == DEFAULT_TRACK else {"track": track}
 
 
 def submission_specs(sub, workload_name: str, seeds: list[int] | None = None, budget: float | None = None):
@@ -200,7 +205,8 @@ def cmd_run(args) -> int:
 
     workload, strategy_params = workload_from_args(args)
     spec = RunSpec(workload, Path(args.strategy), strategy_params, args.seed, isolated=args.isolate,
-                   executor=args.executor, name=args.name, user_tags=dict(args.tag))
+                   tags=track_tags(args.track), executor=args.executor,
+                   name=args.name, user_tags=dict(args.tag), seed_secret=args.seed_secret)
     options = None
     if args.ray_pace or args.ray_engine != "hf" or args.ray_gpus_per_actor is not None:
         from benchmark.engine.ray.options import RayOptions
@@ -232,7 +238,7 @@ def cmd_baselines(args) -> int:
                                     trainers=args.trainers or entry.trainers)
         overrides, strategy_params = split_overrides(args.set or [])
         workload = entry.workload_for(args.workload, args.budget, overrides)
-        tags = track_tags(entry)
+        tags = track_tags(entry.track)
         for seed in args.seeds if args.seeds is not None else workload.seeds:
             spec = RunSpec(workload, entry.strategy, {**entry.strategy_params(), **strategy_params}, seed,
                            isolated=args.isolate, tags=tags, executor=args.executor, name=name)
@@ -275,7 +281,7 @@ def cmd_validate(args) -> int:
         command = [sys.executable, "-m", "benchmark.cli", "run", "--workload", args.workload, "--isolate",
                    "--strategy", str(sub.strategy), "--workers", str(sub.workers), "--trainers", str(sub.trainers),
                    "--budget", str(budget), "--set", f"eval.every={budget / 2}", "--set", "eval.num_problems=50",
-                   "--set", "eval.pass_k_problems=0", "--set", f"grpo.loss={sub.loss}"]
+                   "--set", "eval.pass_k_problems=0", "--set", f"grpo.loss={sub.loss}", "--track", sub.track]
         command += [f"--set={k}={v}" for k, v in sub.strategy_params().items()]
         command += ["--summary-json", f"{tmp}/summary.json"]
         console.print(f"dry run: {budget:,.0f} compute units of {args.workload} with the strategy in its sandbox "
@@ -361,6 +367,7 @@ def cmd_submit(args) -> int:
     runs = []
     for spec in submission_specs(sub, args.workload, args.seeds):
         spec.tags, spec.executor, spec.name = tags, args.executor, sub.name
+        spec.seed_secret = secrets.token_hex(16)  # the box cannot invert its RNG seed to the run's seed
         spec.attachments = {"submission.yaml": (sub.folder / "submission.yaml").read_text()}
         runs.append((spec, f"{sub.name} seed {spec.seed}"))
     failures = sum(isinstance(outcome, StrategyError) for outcome in run_all(runs, jobs))

@@ -98,7 +98,7 @@ def plan(args) -> list[Config]:
         workload = entry.workload_for(args.workload, None, overrides)
         seeds = args.seeds if args.seeds is not None else workload.seeds
         specs = [RunSpec(workload, entry.strategy, {**entry.strategy_params(), **params}, s, name=name,
-                         tags=track_tags(entry))
+                         tags=track_tags(entry.track))
                  for s in seeds]
         configs.append(Config(name, w, t, entry.buffer_size, specs))
     return configs

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -26,6 +26,8 @@ from benchmark.strategy import Batch, PoolRequest, ReplayStrategy, StrategyConte
 from benchmark.workload import LimitsConfig
 
 MAX_TRAINED_FOR = 0.9  # of the budget: a pool's policy trained longer leaves no room for the run itself
+MAX_WEIGHT = 1.0  # a sample's loss weight: a larger one would turn the workload's learning rate up
+MAX_SHARE_OF_ONE_ROLLOUT = 0.5  # of a batch: sampling with replacement repeats rollouts, never to fill a batch
 
 
 @dataclass
@@ -51,12 +53,15 @@ class StrategySpec:
     params: dict
     defaults: dict  # the workload's strategy_defaults: they fill in only what the strategy accepts
     isolated: bool = False
+    track: str = "buffer"  # whose rules its batches follow (`check_batch`)
+    source: bytes | None = None  # the file's bytes as the run hashed and logged them: what the box runs
+    seed_secret: str | None = None  # keys the strategy's RNG seed (`strategy_seed`)
 
 
 def open_strategy(spec: StrategySpec, seed: int, limits: LimitsConfig | None = None) -> ReplayStrategy:
     if spec.isolated:
-        return IsolatedStrategy(spec.path, spec.params, rng_seed=strategy_seed(seed), defaults=spec.defaults,
-                                limits=limits)
+        return IsolatedStrategy(spec.path, spec.params, rng_seed=strategy_seed(seed, spec.seed_secret),
+                                defaults=spec.defaults, limits=limits, source=spec.source)
     return build_strategy(spec.path, spec.params, spec.defaults)
 
 
@@ -69,9 +74,12 @@ def reference_strategy(workload) -> ReplayStrategy:
     return build_strategy(entry.strategy, entry.strategy_params(), workload.strategy_defaults)
 
 
-def strategy_seed(seed: int) -> int:
-    """The seed of the strategy's random generator (ctx.rng), in this process or in its box."""
-    return derive_seed(seed, "strategy")
+def strategy_seed(seed: int, secret: str | None = None) -> int:
+    """The seed of the strategy's random generator (ctx.rng), in this process or in its box. A box knows its
+    generator's state, and from the public derivation it would find the run's seed, and with it the prompt stream;
+    keyed with a secret (an entry's official runs: `submit`, which records it in MLflow, out of the box's reach) it
+    cannot."""
+    return derive_seed(seed, "strategy") if secret is None else derive_seed(seed, "strategy", secret)
 
 
 def copies(rollouts: list[Rollout]) -> list[Rollout]:
@@ -94,8 +102,9 @@ def build_rollouts(group: PendingGroup, first_rollout_id: int, group_id: int, cr
     ]
 
 
-def checked_pool_request(request) -> PoolRequest | None:
-    """What `pool_request` returned, checked: a PoolRequest or None."""
+def checked_pool_request(request, most_rollouts: float = float("inf")) -> PoolRequest | None:
+    """What `pool_request` returned, checked before any work: a PoolRequest or None, and no pool whose least
+    cost (`most_rollouts`: the rollouts the run's budget pays for at one token each) exceeds the budget."""
     if not request:
         return None
     if not (isinstance(request, (tuple, list)) and len(request) in (2, 3)
@@ -104,18 +113,35 @@ def checked_pool_request(request) -> PoolRequest | None:
                                        and 0 <= request[2] <= MAX_TRAINED_FOR))):
         raise StrategyFailure("garbage: pool_request() must return a PoolRequest (prompts > 0, samples > 0, "
                               f"trained_for from 0 to {MAX_TRAINED_FOR}) or None")
-    return PoolRequest(*request)
+    request = PoolRequest(*request)
+    if request.prompts * request.samples > most_rollouts:
+        raise StrategyFailure(f"garbage: pool_request() asks for {request.prompts * request.samples:,} rollouts, "
+                              f"more than the run's whole budget pays for ({most_rollouts:,.0f} at the least)")
+    return request
 
 
-def check_batch(sampled, batch_size: int, known: dict[int, Rollout]) -> tuple[list[Rollout], list[float] | None]:
-    """What `sample` returned, checked: train only on the engine's own copies of rollouts it handed over."""
+def most_pool_rollouts(workload) -> float:
+    """The most rollouts a pool may ask for: what the run's whole budget pays for at the least a rollout costs
+    (one prompt token and one completion token, generated at mu units each)."""
+    return workload.budget / (2 * workload.pipeline.mu)
+
+
+def check_batch(sampled, batch_size: int, known: dict[int, Rollout],
+                track: str = "buffer") -> tuple[list[Rollout], list[float] | None]:
+    """What `sample` returned, checked: train only on the engine's own copies of rollouts it handed over, under
+    the rules of the entry's track (docs/sandbox.md: what a buffer-track entry may do)."""
     weights = regroup = recompute = None
     if isinstance(sampled, Batch):
         sampled, weights, regroup, recompute = (sampled.rollouts, sampled.weights, sampled.regroup,
                                                 sampled.recompute_behaviour)
-        if weights is not None and (len(weights) != len(sampled) or not all(
-                isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in weights)):
-            raise StrategyFailure("garbage: Batch.weights must hold one finite, non-negative number per rollout")
+        if weights is not None and (not isinstance(weights, (list, tuple)) or len(weights) != len(sampled) or not all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= MAX_WEIGHT for x in weights)):
+            raise StrategyFailure(f"garbage: Batch.weights must hold one number from 0 to {MAX_WEIGHT:g} per rollout "
+                                  "(importance weights divided by their largest, as prioritized replay does)")
+        for name, value in (("regroup", regroup), ("recompute_behaviour", recompute)):
+            if value and track != "open":  # benchmark/submission.py: the tracks
+                raise StrategyFailure(f"forbidden: Batch.{name} is an open-track choice: on the {track} track the "
+                                      "engine's advantages and behaviour log-probs stand")
     if not isinstance(sampled, (list, tuple)) or len(sampled) != batch_size:
         got = f"{len(sampled)} items" if isinstance(sampled, (list, tuple)) else type(sampled).__name__
         raise StrategyFailure(f"garbage: sample() must return a list of exactly {batch_size} rollouts "
@@ -130,6 +156,10 @@ def check_batch(sampled, batch_size: int, known: dict[int, Rollout]) -> tuple[li
         if own != r:
             raise StrategyFailure(f"tampered: rollout {r.rollout_id} differs from the one the engine handed over")
         checked.append(own)
+    most, copies_of_one = max(Counter(r.rollout_id for r in checked).items(), key=lambda kv: kv[1])
+    if copies_of_one > max(1, int(batch_size * MAX_SHARE_OF_ONE_ROLLOUT)):
+        raise StrategyFailure(f"forbidden: rollout {most} fills {copies_of_one} of the batch's {batch_size} places "
+                              f"(one rollout may fill at most {MAX_SHARE_OF_ONE_ROLLOUT:.0%} of a batch)")
     if regroup:
         checked = regrouped(checked, regroup)
     if recompute:
@@ -170,10 +200,12 @@ def since_last_use_keys(batch: list[Rollout], step: int, previous_uses: dict[int
 class StrategyLedger:
     """Everything the engine records about its strategy. `trainer_step` counts the steps trained."""
 
-    def __init__(self, strategy: ReplayStrategy, seed: int, num_trainers: int, limits: LimitsConfig | None = None):
-        self.strategy, self.num_trainers = strategy, num_trainers
+    def __init__(self, strategy: ReplayStrategy, seed: int, num_trainers: int, limits: LimitsConfig | None = None,
+                 track: str = "buffer", seed_secret: str | None = None):
+        self.strategy, self.num_trainers, self.track = strategy, num_trainers, track
         self.limits = limits or LimitsConfig()
-        self.rng = np.random.default_rng(strategy_seed(seed))
+        self.started = time.perf_counter()
+        self.rng = np.random.default_rng(strategy_seed(seed, seed_secret))
         self.known: dict[int, Rollout] = {}  # every rollout handed to the strategy, by id
         self.use_count: dict[int, int] = {}
         self.last_used_step: dict[int, int] = {}
@@ -203,10 +235,16 @@ class StrategyLedger:
             took = time.perf_counter() - start
             self.seconds += took
             self.calls += counted
-        if took > self.limits.call_seconds:
-            raise StrategyFailure(f"timeout: {method}() took longer than {self.limits.call_seconds:g} s")
-        if self.seconds > self.limits.strategy_seconds:
-            raise StrategyFailure(over_budget(self.limits))
+        limits = self.limits
+        if took > limits.call_seconds:
+            raise StrategyFailure(f"timeout: {method}() took longer than {limits.call_seconds:g} s")
+        if self.seconds > limits.strategy_seconds:
+            raise StrategyFailure(over_budget(limits))
+        engine_seconds = time.perf_counter() - self.started - self.seconds
+        if self.seconds > limits.floor_seconds + limits.wall_share * engine_seconds:
+            raise StrategyFailure(f"timeout: the strategy's calls took {self.seconds:.1f} s, more than their "
+                                  f"allowance of {limits.floor_seconds:g} s + {limits.wall_share:.0%} of the "
+                                  f"engine's own time in this run ({engine_seconds:.1f} s)")
         return result
 
     def register(self, group: PendingGroup, clock: float) -> list[Rollout]:
@@ -217,8 +255,8 @@ class StrategyLedger:
         self.next_group_id += 1
         return rollouts
 
-    def pool_request(self) -> PoolRequest | None:
-        return checked_pool_request(self._call("pool_request", counted=False))
+    def pool_request(self, most_rollouts: float = float("inf")) -> PoolRequest | None:
+        return checked_pool_request(self._call("pool_request", counted=False), most_rollouts)
 
     def add_pool(self, groups: list[PendingGroup], clock: float) -> int:
         """Hand the pool's groups over; returns the number of rollouts."""
@@ -239,7 +277,7 @@ class StrategyLedger:
             return None
         if isinstance(sampled, SampledIds):  # an isolated strategy names rollouts by id
             sampled = sampled.resolve(self.known)
-        return check_batch(sampled, batch_size, self.known)
+        return check_batch(sampled, batch_size, self.known, self.track)
 
     def record_step(self, batch: list[Rollout]) -> dict:
         """The batch has been trained: count its uses and staleness, advance the step; its usage metrics."""
@@ -280,10 +318,11 @@ class StrategyLedger:
                 "next_rollout_id": self.next_rollout_id, "next_group_id": self.next_group_id,
                 "trainer_step": self.trainer_step, "staleness_total": self.staleness_total,
                 "calls": self.calls, "seconds": self.seconds, "offpolicy_counts": self.offpolicy_counts,
-                "since_last_use_counts": self.since_last_use_counts}
+                "since_last_use_counts": self.since_last_use_counts, "elapsed": time.perf_counter() - self.started}
 
     def load_state_dict(self, state: dict) -> None:
         state = dict(state)
         self.strategy.load_state_dict(state.pop("strategy"))
         self.rng.bit_generator.state = state.pop("rng")
+        self.started = time.perf_counter() - state.pop("elapsed", 0.0)  # the time limits go on counting
         vars(self).update(state)

@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 
 from benchmark.engine.eval_sets import eval_sets, evaluate_sets
 from benchmark.engine.executor import Checkpoint, Executor
-from benchmark.engine.ledger import PendingGroup, StrategyLedger, StrategySpec, open_strategy, reference_strategy
+from benchmark.engine.ledger import (
+    PendingGroup,
+    StrategyLedger,
+    StrategySpec,
+    most_pool_rollouts,
+    open_strategy,
+    reference_strategy,
+)
 from benchmark.engine.stream import derive_seed, doc_id, stream_doc
 from benchmark.grading.prompts import PromptFormat
 from benchmark.rl.grpo import GRPOTrainer
@@ -80,11 +87,11 @@ class Pipeline(Executor):
         self.wall_seconds = {"generation": 0.0, "training": 0.0, "evaluation": 0.0, "total": 0.0}
 
     def open_strategy(self, spec: StrategySpec) -> None:
-        self.attach(open_strategy(spec, self.seed, self.w.limits))
+        self.attach(open_strategy(spec, self.seed, self.w.limits), spec.track, spec.seed_secret)
 
-    def attach(self, strategy: ReplayStrategy) -> None:
+    def attach(self, strategy: ReplayStrategy, track: str = "buffer", seed_secret: str | None = None) -> None:
         """Use a strategy built in this process (or an IsolatedStrategy)."""
-        self.ledger = StrategyLedger(strategy, self.seed, self.w.pipeline.trainers, self.w.limits)
+        self.ledger = StrategyLedger(strategy, self.seed, self.w.pipeline.trainers, self.w.limits, track, seed_secret)
 
     def close(self) -> None:
         close = getattr(self.ledger.strategy if self.ledger else None, "close", None)
@@ -101,7 +108,7 @@ class Pipeline(Executor):
         return {**self.wall_seconds, "strategy": self.ledger.seconds if self.ledger else 0.0}
 
     def start(self) -> None:
-        request = self.ledger.pool_request()
+        request = self.ledger.pool_request(most_pool_rollouts(self.w))
         if request:
             self._generate_pool(request)  # the workers start when the pool is done
         else:

@@ -1,31 +1,32 @@
-"""Untrusted strategies run in a box: a separate process that holds no model, optimiser or verifier.
+"""Untrusted strategies run in a box: a separate process that holds no model, optimiser, verifier or data.
 
-`IsolatedStrategy` stands in for the strategy inside the engine. Only plain data crosses the pipe,
-as JSON in both directions: rollouts go in as lists of numbers, and what comes back is parsed
-strictly (rollout ids, weights, regroup lists, a pool request), never unpickled, so nothing a
-strategy returns can run code in the engine. The engine trains only on its own copies of the
-rollouts the ids name. A strategy's checkpoint state is opaque bytes that only the box loads, and
-every reply has a size cap; the limits are the workload's (`limits:` in its file).
+`IsolatedStrategy` stands in for the strategy inside the engine. The box (benchmark/engine/box.py) runs inside
+the operating-system boundary (benchmark/engine/boundary.py). Only plain data crosses the pipe, as JSON in both
+directions: the strategy's source, parameters and RNG seed go in with the start message (never on a command line),
+rollouts go in as lists of numbers, and what comes back is parsed strictly (rollout ids, weights, regroup lists, a
+pool request), never unpickled, so nothing a strategy returns can run code in the engine. The engine trains only
+on its own copies of the rollouts the ids name. A strategy's checkpoint state is opaque bytes that only the box
+loads.
 
-The child process runs under a memory limit (RLIMIT_AS) and every call under a wall-clock limit.
-A Python audit hook, installed before the strategy's module is imported, refuses writes outside the
-child's temp folder, new processes, network connections and native code (ctypes). Any failure ends
-the run with a verdict, `StrategyFailure("<kind>: <detail>")`:
+The engine reads every reply against a deadline (the call's wall-clock limit, so a box that stalls mid-message
+cannot hold it), under a size cap announced before the bytes (1 MB for a call, the workload's `reply_mb` for a
+checkpoint state), and counts the box's CPU time as the kernel reports it, every thread of it and between calls
+too: no call may use more than `call_seconds` of it, and the whole run no more than `floor_seconds` plus
+`cpu_share` of the engine's own CPU time. Any failure ends the run with a verdict,
+`StrategyFailure("<kind>: <detail>")`:
 
     raised      the strategy raised an exception
-    timeout     a call took longer than the limit (the process is killed)
+    timeout     a call took longer than the limit, or the strategy used more time than the run allows
     memory      the strategy exceeded its memory limit
     crashed     the process died
-    forbidden   it tried to write outside its temp folder, start a process, connect or load native code
+    forbidden   it tried what the box refuses (write a file, start a process, connect, load native code), or
+                what its track's rules do not allow
     garbage     it returned something that is not what the API asks for, or a reply over the size cap
     fabricated / tampered    a rollout the engine never produced, or one that differs from its own
 
-The audit hook stops honest mistakes and casual misuse in Python code; it is not a security
-boundary against native code. Run untrusted entries in a container or VM as well.
-
-The child keeps the strategy's RNG (seeded like the engine's) and a mirror of the use counts,
-updated before each `sample` with the previous batch (trained by then), so a strategy sees the
-same context, and makes the same decisions, in the box as in-process.
+The box keeps the strategy's RNG (seeded like the engine's) and a mirror of the use counts, updated before each
+`sample` with the previous batch (trained by then), so a strategy sees the same context, and makes the same
+decisions, in the box as in-process.
 """
 
 from __future__ import annotations
@@ -33,45 +34,19 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import multiprocessing
-import os
-import pickle
-import subprocess
-import sys
-import tempfile
+import socket
 import time
 from pathlib import Path
-from types import MappingProxyType
 
-import numpy as np
-
-from benchmark.engine.boundary import box_command, set_limits
-from benchmark.paths import REPO_ROOT
+from benchmark.engine.boundary import BoxError, exec_program, sandbox_mode, start_box
+from benchmark.engine.box import HEADER, encode, plain_rollout
 from benchmark.rollout import Rollout
-from benchmark.strategy import Batch, ReplayStrategy, StrategyContext, StrategyFailure
+from benchmark.strategy import Batch, ReplayStrategy, StrategyContext, StrategyError, StrategyFailure
 from benchmark.workload import LimitsConfig
 
-STARTUP_TIMEOUT = 60.0
-# What the box keeps of the engine's environment: the locale, the search path, and the OpenBLAS settings
-# some processors need for correct results.
-BOX_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-ROLLOUT_FIELDS = tuple(f.name for f in dataclasses.fields(Rollout))
-SEQUENCE_FIELDS = ("prompt_ids", "completion_ids", "behaviour_logprobs")
-
-
-def encode(message) -> bytes:
-    return json.dumps(message, separators=(",", ":")).encode()
-
-
-def plain_rollout(r: Rollout) -> list:
-    return [getattr(r, name) for name in ROLLOUT_FIELDS]
-
-
-def rollout_from_plain(values: list) -> Rollout:
-    fields = dict(zip(ROLLOUT_FIELDS, values))
-    for name in SEQUENCE_FIELDS:
-        fields[name] = tuple(fields[name])
-    return Rollout(**fields)
+STARTUP_TIMEOUT = 60.0  # the strategy's import and constructor
+CALL_REPLY_BYTES = 1 << 20  # a reply to add, sample or pool_request (a sample's is a few kB)
+MAX_SOURCE_BYTES = 4 << 20  # a strategy file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,236 +65,159 @@ class SampledIds:
         return Batch([known[rid] for rid in self.ids], self.weights, self.regroup, self.recompute_behaviour)
 
 
-# ---- the child process ---------------------------------------------------------------------
-def _guard(sandbox_dir: str) -> dict:
-    """Install the audit hook; returns the dict where the first violation is recorded."""
-    violation = {}
-    allowed = os.path.realpath(sandbox_dir)
-
-    def hook(event, args):
-        problem = None
-        if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
-            mode, flags = args[1], args[2] or 0
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
-                flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC))
-            path = os.path.realpath(os.fsdecode(args[0]))
-            if writing and not (path == allowed or path.startswith(allowed + os.sep)):
-                problem = f"wrote outside its temp folder ({path})"
-        elif event in ("os.remove", "os.rename", "os.rmdir", "os.mkdir", "shutil.rmtree", "os.truncate"):
-            path = os.path.realpath(os.fsdecode(args[0])) if args and isinstance(args[0], (str, bytes)) else ""
-            if not path.startswith(allowed + os.sep):
-                problem = f"{event} outside its temp folder ({path})"
-        elif event in ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.fork", "pty.spawn"):
-            problem = f"started a process ({event})"
-        elif event in ("socket.connect", "socket.bind"):
-            problem = f"opened a network connection ({event})"
-        elif event == "ctypes.dlopen":
-            problem = "loaded native code (ctypes)"
-        if problem:
-            violation.setdefault("problem", problem)
-            raise PermissionError(f"sandbox: {problem}")
-
-    sys.addaudithook(hook)
-    return violation
+class ReplyTooLarge(Exception):
+    pass
 
 
-class Box:
-    """The child's side: the strategy, its RNG, the use-count mirror and a fingerprint of every rollout
-    handed over (to tell a returned rollout that was altered)."""
-
-    def __init__(self, strategy: ReplayStrategy, rng_seed: int):
-        self.strategy = strategy
-        self.rng = np.random.default_rng(rng_seed)
-        self.use_count: dict[int, int] = {}
-        self.fingerprints: dict[int, int] = {}
-
-    def ctx(self, step: int, version: int, trainers: int) -> StrategyContext:
-        return StrategyContext(step, version, self.rng, MappingProxyType(self.use_count), trainers)
-
-    def rollouts(self, plain: list) -> list[Rollout]:
-        rollouts = [rollout_from_plain(values) for values in plain]
-        self.fingerprints.update((r.rollout_id, hash(r)) for r in rollouts)
-        return rollouts
-
-    def batch(self, sampled) -> dict | None:
-        """What `sample` returned, as plain data: rollout ids, weights, regroup lists."""
-        if sampled is None:
-            return None
-        weights = regroup = recompute = None
-        if isinstance(sampled, Batch):
-            sampled, weights, regroup, recompute = (sampled.rollouts, sampled.weights, sampled.regroup,
-                                                    sampled.recompute_behaviour)
-        if not isinstance(sampled, (list, tuple)):
-            return {"not_a_list": type(sampled).__name__}
-        for r in sampled:
-            if not isinstance(r, Rollout):
-                raise StrategyFailure(f"garbage: sample() returned a {type(r).__name__}, not a Rollout")
-            if r.rollout_id in self.fingerprints and hash(r) != self.fingerprints[r.rollout_id]:
-                raise StrategyFailure(f"tampered: rollout {r.rollout_id} differs from the one the engine handed over")
-        return {"ids": [r.rollout_id for r in sampled],
-                "weights": None if weights is None else list(weights),
-                "regroup": None if regroup is None else [list(p) for p in regroup],
-                "recompute_behaviour": None if recompute is None else list(recompute)}
-
-    def answer(self, message: dict):
-        call = message["call"]
-        if call == "add":
-            self.strategy.add(self.rollouts(message["rollouts"]), self.ctx(*message["ctx"]))
-            return None
-        if call == "add_pool":
-            self.strategy.add_pool(self.rollouts(message["rollouts"]), self.ctx(*message["ctx"]))
-            return None
-        if call == "sample":
-            for rid in message["trained"]:
-                self.use_count[rid] = self.use_count.get(rid, 0) + 1
-            return self.batch(self.strategy.sample(message["batch_size"], self.ctx(*message["ctx"])))
-        if call == "pool_request":
-            request = self.strategy.pool_request()
-            return list(request) if isinstance(request, (list, tuple)) else request
-        if call == "state_dict":
-            state = {"strategy": self.strategy.state_dict(), "rng": self.rng.bit_generator.state,
-                     "use_count": self.use_count, "fingerprints": self.fingerprints}
-            return base64.b64encode(pickle.dumps(state)).decode()
-        if call == "load_state_dict":
-            state = pickle.loads(base64.b64decode(message["state"]))  # the box's own bytes, loaded in the box
-            self.strategy.load_state_dict(state["strategy"])
-            self.rng.bit_generator.state = state["rng"]
-            self.use_count, self.fingerprints = state["use_count"], state["fingerprints"]
-            return None
-        raise ValueError(f"unknown call {call}")
+def read_frame(sock: socket.socket, deadline: float, limit: int) -> bytes:
+    """One framed message from the box, all of it before `deadline` (time.monotonic()); its announced length is
+    checked against `limit` before a byte of it is read."""
+    (size,) = HEADER.unpack(_read_exactly(sock, HEADER.size, deadline))
+    if size > limit:
+        raise ReplyTooLarge(size)
+    return _read_exactly(sock, size, deadline)
 
 
-def serve(fd: int, strategy_path: str, params: dict, defaults: dict, rng_seed: int, memory_mb: int,
-          cpu_seconds: float, sandbox_dir: str) -> None:
-    """Child main loop: guard, load the strategy, then answer calls until the pipe closes."""
-    from multiprocessing.connection import Connection
-
-    from benchmark.strategy import build_strategy
-
-    conn = Connection(fd)
-    set_limits(memory_mb, cpu_seconds)
-    os.chdir(sandbox_dir)
-    violation = _guard(sandbox_dir)  # before the strategy's module runs a single line
-
-    def reply(status: str, result=None, cpu: float = 0.0, call: str = "start") -> None:
-        if "problem" in violation:
-            status, result = "forbidden", violation["problem"]
-        try:
-            data = encode({"status": status, "result": result, "cpu": cpu})
-        except (TypeError, ValueError) as exc:
-            data = encode({"status": "garbage", "result": f"{call}() returned something that is not plain data "
-                                                          f"({exc})", "cpu": cpu})
-        except MemoryError:
-            data = encode({"status": "memory", "result": "the reply exceeded the memory limit", "cpu": cpu})
-        conn.send_bytes(data)
-
-    try:
-        box = Box(build_strategy(strategy_path, params, defaults), rng_seed)
-    except Exception as exc:
-        reply("raised", f"{type(exc).__name__}: {exc}")
-        return
-    reply("ready")
-
-    while True:
-        try:
-            message = json.loads(conn.recv_bytes())
-        except EOFError:
-            return
-        start = time.process_time()
-        try:
-            status, result = "ok", box.answer(message)
-        except StrategyFailure as exc:
-            status, _, result = str(exc).partition(": ")
-        except MemoryError:
-            status, result = "memory", f"{message['call']}() exceeded the {memory_mb} MB memory limit"
-        except Exception as exc:
-            status, result = "raised", f"{message['call']}() raised {type(exc).__name__}: {exc}"
-        reply(status, result, time.process_time() - start, message["call"])
+def _read_exactly(sock: socket.socket, size: int, deadline: float) -> bytes:
+    buffer = bytearray(size)
+    view, got = memoryview(buffer), 0
+    while got < size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        sock.settimeout(left)
+        received = sock.recv_into(view[got:])
+        if received == 0:
+            raise EOFError
+        got += received
+    return bytes(buffer)
 
 
-# ---- the engine side -----------------------------------------------------------------------
 def over_budget(limits: LimitsConfig) -> str:
     return f"timeout: the strategy's calls took more than {limits.strategy_seconds:g} s in this run"
 
 
 class IsolatedStrategy(ReplayStrategy):
-    """The engine's handle on a strategy running in its own process."""
+    """The engine's handle on a strategy running in its box."""
 
     def __init__(self, strategy_path: str | Path, params: dict, rng_seed: int, defaults: dict | None = None,
-                 limits: LimitsConfig | None = None):
+                 limits: LimitsConfig | None = None, source: bytes | None = None):
         self.limits = limits = limits or LimitsConfig()
         self.call_timeout, self.total_seconds = limits.call_seconds, limits.strategy_seconds
-        self.max_reply_bytes = int(limits.reply_mb * 1024 * 1024)
-        self.sandbox = tempfile.TemporaryDirectory(prefix="replaybench-strategy-")
-        self.conn, child = multiprocessing.Pipe()
-        code = ("import sys; from benchmark.engine.sandbox import serve; "
-                f"serve({child.fileno()}, {str(Path(strategy_path).resolve())!r}, {params!r}, {defaults or {}!r}, "
-                f"{rng_seed}, {limits.memory_mb}, {self.total_seconds!r}, {self.sandbox.name!r})")
-        python_path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-        # Nothing else of the engine's environment (it may hold tokens and store URIs). PYTHONHASHSEED: the
-        # box's rollout fingerprints (hashes of their fields) must survive a resume.
-        env = {**{k: v for k, v in os.environ.items() if k in BOX_ENVIRONMENT}, "PYTHONPATH": python_path,
-               "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-               "TMPDIR": self.sandbox.name, "HOME": self.sandbox.name, "PYTHONDONTWRITEBYTECODE": "1"}
-        argv = box_command([sys.executable, "-c", code], self.sandbox.name, Path(strategy_path))
-        self.process = subprocess.Popen(argv, pass_fds=[child.fileno()], env=env, stdin=subprocess.DEVNULL,
-                                        cwd=self.sandbox.name)
-        child.close()
+        self.state_reply_bytes = int(limits.reply_mb * 1024 * 1024)
+        source = Path(strategy_path).read_bytes() if source is None else source
+        if len(source) > MAX_SOURCE_BYTES:
+            raise StrategyError(f"{Path(strategy_path).name} is over {MAX_SOURCE_BYTES >> 20} MB: a strategy is a "
+                                "Python file, not a place for data")
+        try:
+            text = source.decode()
+        except UnicodeDecodeError:
+            raise StrategyError(f"{Path(strategy_path).name} is not UTF-8 text") from None
+        self.sock, box_end = socket.socketpair()
+        self.engine_cpu_start, self.call_start = time.process_time(), time.monotonic()
+        self.cpu_seen = 0.0  # the box's CPU seconds at the last check
+        sandboxed = sandbox_mode() == "bwrap"
+        try:
+            self.box = start_box(f"from benchmark.engine.box import main; main({box_end.fileno()}, {sandboxed})",
+                                 [box_end.fileno()], sandboxed)
+        except BoxError as exc:
+            self.sock.close()
+            raise StrategyFailure(f"crashed: {exc}") from None
+        finally:
+            box_end.close()
         self.last_batch_ids: list[int] = []
-        self.call_seconds: list[float] = []  # CPU seconds the strategy spent per call
+        self.call_seconds: list[float] = []  # CPU seconds the strategy spent per call, as the box reports them
         self.overhead_seconds = 0.0  # wall time of the calls, pipe and encoding included
-        status, detail = self._receive(STARTUP_TIMEOUT, "start")
+        start = {"source": text, "path": str(strategy_path), "params": params, "defaults": defaults or {},
+                 "rng_seed": rng_seed, "limits": dataclasses.asdict(limits),
+                 "seccomp": base64.b64encode(exec_program()).decode() if sandboxed else None}
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        self._send(start, deadline, "start")
+        status, detail = self._receive(deadline, "start", CALL_REPLY_BYTES)
         if status != "ready":
             self.close()
             raise StrategyFailure(f"{status}: {detail}")
 
-    def _receive(self, timeout: float, what: str) -> tuple[str, object]:
-        """(status, result) of the box's reply, read as JSON under the size cap; never unpickled."""
+    def _died(self, what: str) -> StrategyFailure:
+        code = self.box.process.wait(timeout=5)
+        last_words = self.box.output.last_words() if what == "start" else ""
+        self.close()
+        if code in (-9, 128 + 9):
+            return StrategyFailure(f"memory: the strategy process was killed during {what}()")
+        if code in (-24, 128 + 24):  # SIGXCPU: the CPU-time limit, the run's whole strategy budget
+            return StrategyFailure(f"timeout: the strategy used more than {self.total_seconds:g} s of CPU in this run")
+        return StrategyFailure(f"crashed: the strategy process died during {what}() (exit code {code})"
+                               + (f": {last_words}" if last_words else ""))
+
+    def _send(self, message: dict, deadline: float, what: str) -> None:
         try:
-            ready = self.conn.poll(timeout)
-            data = self.conn.recv_bytes(self.max_reply_bytes) if ready else None
-        except EOFError as exc:
-            code = self.process.wait(timeout=5)
+            self.sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            data = encode(message)
+            self.sock.sendall(HEADER.pack(len(data)) + data)
+        except TimeoutError:  # the box stopped reading
             self.close()
-            if code == -9 or code == 137:
-                raise StrategyFailure(f"memory: the strategy process was killed during {what}()") from exc
-            if code in (-24, 128 + 24):  # SIGXCPU: the CPU-time limit, the run's whole strategy budget
-                raise StrategyFailure(f"timeout: the strategy used more than {self.total_seconds:g} s of CPU "
-                                      "in this run") from exc
-            raise StrategyFailure(f"crashed: the strategy process died during {what}() (exit code {code})") from exc
-        except OSError as exc:  # multiprocessing refuses a message over maxlength
+            raise StrategyFailure(f"timeout: {what}() took longer than {self.call_timeout:g} s") from None
+        except OSError as exc:
+            raise self._died(what) from exc
+
+    def _receive(self, deadline: float, what: str, limit: int) -> tuple[str, object]:
+        """(status, result) of the box's reply, read as JSON under the size cap and the deadline; never
+        unpickled. Then the box's CPU time against its limits."""
+        try:
+            data = read_frame(self.sock, deadline, limit)
+        except (EOFError, ConnectionError) as exc:
+            raise self._died(what) from exc
+        except TimeoutError:
             self.close()
-            raise StrategyFailure(f"garbage: {what}() sent a reply over the {self.max_reply_bytes // 2**20} MB "
-                                  "limit") from exc
-        if not ready:
+            raise StrategyFailure(f"timeout: {what}() took longer than {deadline - self.call_start:g} s") from None
+        except ReplyTooLarge:
             self.close()
-            raise StrategyFailure(f"timeout: {what}() took longer than {timeout:g} s")
+            raise StrategyFailure(f"garbage: {what}() sent a reply over the {limit / 2**20:g} MB limit") from None
         try:
             reply = json.loads(data)
             status, result, cpu = reply["status"], reply["result"], float(reply["cpu"])
             if not isinstance(status, str):
                 raise TypeError("status is not a string")
+        except RecursionError:
+            self.close()
+            raise StrategyFailure(f"garbage: {what}() sent a reply nested too deep for the engine to read") from None
         except (ValueError, TypeError, KeyError) as exc:
             self.close()
-            raise StrategyFailure(f"garbage: {what}() sent a reply the engine cannot read ({exc})") from exc
+            raise StrategyFailure(f"garbage: {what}() sent a reply the engine cannot read ({exc})") from None
         self.call_seconds.append(cpu)
+        self._check_cpu(what)
         return status, result
 
-    def _call(self, call: str, **fields):
-        start = time.perf_counter()
-        try:
-            self.conn.send_bytes(encode({"call": call, **fields}))
-        except OSError as exc:
+    def _check_cpu(self, what: str) -> None:
+        """The box's CPU time, counted by the kernel: per call (with any time spent between calls), and for the
+        run against its allowance, a share of the engine's own CPU time."""
+        total = self.box.cpu_seconds()
+        used, self.cpu_seen = total - self.cpu_seen, total
+        limits = self.limits
+        if used > limits.call_seconds:
             self.close()
-            raise StrategyFailure(f"crashed: cannot reach the strategy process ({exc})") from exc
+            raise StrategyFailure(f"timeout: {what}() used {used:.1f} s of CPU (with what ran since the call before "
+                                  f"it), more than the {limits.call_seconds:g} s of one call")
+        allowance = limits.floor_seconds + limits.cpu_share * (time.process_time() - self.engine_cpu_start)
+        if total > allowance:
+            self.close()
+            raise StrategyFailure(f"timeout: the strategy used {total:.1f} s of CPU in this run, more than its "
+                                  f"allowance of {limits.floor_seconds:g} s + {limits.cpu_share:.0%} of the "
+                                  f"engine's CPU time ({allowance:.1f} s)")
+
+    def _call(self, call: str, **fields):
+        self.call_start = time.monotonic()
         left = self.total_seconds - self.overhead_seconds
+        deadline = self.call_start + max(min(self.call_timeout, left), 0.0)
+        limit = self.state_reply_bytes if call == "state_dict" else min(CALL_REPLY_BYTES, self.state_reply_bytes)
+        self._send({"call": call, **fields}, deadline, call)
         try:
-            status, result = self._receive(max(min(self.call_timeout, left), 0.0), call)
+            status, result = self._receive(deadline, call, limit)
         except StrategyFailure as exc:
-            if left < self.call_timeout and str(exc).startswith("timeout"):
+            if left < self.call_timeout and str(exc).startswith(f"timeout: {call}() took longer"):
                 raise StrategyFailure(over_budget(self.limits)) from None
             raise
-        self.overhead_seconds += time.perf_counter() - start
+        self.overhead_seconds += time.monotonic() - self.call_start
         if status != "ok":
             self.close()
             raise StrategyFailure(f"{status}: {result}")
@@ -376,11 +274,9 @@ class IsolatedStrategy(ReplayStrategy):
         self.last_batch_ids = state["last_batch_ids"]
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        self.conn.close()
-        self.sandbox.cleanup()
+        if getattr(self, "box", None) is not None:
+            self.box.kill()
+        self.sock.close()
 
     def __del__(self):
         try:

@@ -17,7 +17,6 @@ from benchmark.leaderboard import LeaderboardError, scoring
 from benchmark.leaderboard.compliance import (
     compliance_problem,
     dedupe_seeds,
-    digest,
     exclusion_reason,
     open_track_choices,
 )
@@ -27,7 +26,7 @@ from benchmark.leaderboard.render import render_markdown
 from benchmark.leaderboard.store import RunRecord, load_runs, reading_store
 from benchmark.leaderboard.targets import REFERENCE, TARGETS_DIR, available_targets, load_target
 from benchmark.paths import LEADERBOARD_DIR
-from benchmark.tracking import code_version, experiment_name
+from benchmark.tracking import code_version, digest, experiment_name
 
 SCHEMA = "replaybench-leaderboard/3"  # 2: per-seed curves, replay ratio, off-policiness; 3: rules v2
 

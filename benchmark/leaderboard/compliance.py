@@ -4,12 +4,11 @@ settings its target was frozen for; of several runs of one seed, the first count
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 
 from benchmark.leaderboard.store import RunRecord
 from benchmark.submission import OPEN_TRACK_GRPO
-from benchmark.tracking import flatten
+from benchmark.tracking import flatten, summary_digest
 
 # workload fields an entry chooses itself: its split and how often its workers take new weights (syncing less often
 # saves nothing in the cost model; it lets an entry study staleness without a buffer, as the paper does)
@@ -49,9 +48,6 @@ def open_track_choices(run_workload: dict, official: dict) -> dict:
     return {k: canonical[k] for k in differing_settings(canonical, official) if k in OPEN_TRACK_FIELDS}
 
 
-def digest(obj) -> str:
-    """SHA-256 of obj's canonical JSON: the same settings give the same digest."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def exclusion_reason(rec: RunRecord) -> str | None:
@@ -61,6 +57,9 @@ def exclusion_reason(rec: RunRecord) -> str | None:
     if rec.status == "finished":
         if rec.summary is None:
             return "incomplete: " + (rec.problem or "summary.json missing")
+        if rec.summary_sha256 is not None and summary_digest(rec.summary) != rec.summary_sha256:
+            return ("refused: summary.json is not the one the run ended with (its digest differs from the tag "
+                    "replaybench.summary_sha256): it was changed after the run")
         return None
     if rec.status.startswith("failed"):
         return rec.status

@@ -14,9 +14,8 @@ from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 from benchmark.leaderboard import LeaderboardError
+from benchmark.submission import DEFAULT_TRACK
 from benchmark.tracking import EXPERIMENT_PREFIX, TAG, experiment_name, tracking_uri
-
-DEFAULT_TRACK = "buffer"  # the track of a run without a replaybench.track tag (e.g. the reference baselines)
 
 
 @dataclass
@@ -36,6 +35,7 @@ class RunRecord:
     preview: bool = False  # `submit --preview`: a short run to look at, never ranked
     summary: dict | None = None
     problem: str | None = None  # why the summary could not be read
+    summary_sha256: str | None = None  # the digest of summary.json the run ended with (runs since the tag exists)
 
 
 def _tag(run, name, default=None):
@@ -84,7 +84,7 @@ def load_runs(workloads: list[str] | None = None, mlflow_client=None) -> list[Ru
             status=_tag(run, "status", ""), mlflow_status=run.info.status, track=_tag(run, "track", DEFAULT_TRACK),
             workload_version=_tag(run, "workload_version"), start_time=run.info.start_time or 0,
             entropy=run.data.metrics.get("train/entropy"), name=_tag(run, "name") or _tag(run, "submission"),
-            preview=_tag(run, "preview") == "true")
+            preview=_tag(run, "preview") == "true", summary_sha256=_tag(run, "summary_sha256"))
         records.append(rec)
         if rec.status == "finished":
             finished.append((rec, run))

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from benchmark import tracking
 from benchmark.leaderboard import LeaderboardError, scoring
-from benchmark.leaderboard.compliance import canonical_workload, dedupe_seeds, differing_settings, digest
+from benchmark.leaderboard.compliance import canonical_workload, dedupe_seeds, differing_settings
 from benchmark.leaderboard.files import json_values, write_atomic
 from benchmark.leaderboard.store import RunRecord, load_runs, reading_store
 from benchmark.paths import LEADERBOARD_DIR
-from benchmark.tracking import code_version
+from benchmark.tracking import code_version, digest
 
 TARGET_SCHEMA = "replaybench-target/2"  # 2: rules v2, from held-out reference seeds
 READABLE_SCHEMAS = ("replaybench-target/1", TARGET_SCHEMA)

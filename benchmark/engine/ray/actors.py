@@ -12,7 +12,7 @@ import time
 
 from benchmark.engine.eval_sets import eval_sets, evaluate_sets
 from benchmark.engine.executor import RunError
-from benchmark.engine.ledger import PendingGroup, StrategyLedger, StrategySpec, open_strategy
+from benchmark.engine.ledger import PendingGroup, StrategyLedger, StrategySpec, most_pool_rollouts, open_strategy
 from benchmark.engine.ray.options import make_engine
 from benchmark.engine.stream import doc_id
 from benchmark.grading.prompts import PromptFormat
@@ -155,10 +155,10 @@ class StrategyHost:
     def open(self, spec: StrategySpec) -> None:
         setup_process()
         self.ledger = StrategyLedger(open_strategy(spec, self.seed, self.w.limits), self.seed, self.w.pipeline.trainers,
-                                     self.w.limits)
+                                     self.w.limits, spec.track, spec.seed_secret)
 
     def pool_request(self):
-        return self.ledger.pool_request()
+        return self.ledger.pool_request(most_pool_rollouts(self.w))
 
     def add_pool(self, groups: list[PendingGroup], clock: float) -> None:
         self.ledger.add_pool(groups, clock)

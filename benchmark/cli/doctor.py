@@ -1,7 +1,8 @@
 """`replaybench doctor`: what this machine has, one line per component, and how to fix what is missing.
 
 Required for the CPU tier: Python with torch, transformers, math-verify, lm-eval, a reachable MLflow store
-and the tiny start checkpoint. Optional: Lean + Mathlib (miniF2F), vLLM, Ray, a GPU. The exit
+and the tiny start checkpoint. Optional: the strategy's box (bubblewrap: validate, submit, --isolate), Lean +
+Mathlib (miniF2F), vLLM, Ray, a GPU. The exit
 status is 0 when every required component is ok, whatever the optional ones say.
 """
 
@@ -196,8 +197,21 @@ def check_gpu() -> Finding:
     return Finding("gpu", True, f"{len(names)} x {', '.join(sorted(set(names)))} (optional)", optional=True)
 
 
+def check_sandbox() -> Finding:
+    """The strategy's box (docs/sandbox.md): `validate`, `submit` and `--isolate` need it; baselines do not."""
+    from benchmark.engine.boundary import boundary_problem
+
+    problem = boundary_problem()
+    if problem:
+        return Finding("sandbox", False, "no strategy's box can start here (validate, submit and --isolate need one)",
+                       problem, optional=True)
+    return Finding("sandbox", True, "bubblewrap starts a strategy's box here (for validate, submit and --isolate)",
+                   optional=True)
+
+
 REQUIRED = [check_torch, check_transformers, check_math_verify, check_lm_eval, check_mlflow, check_checkpoint]
 OPTIONAL = [
+    check_sandbox,
     check_lean,
     lambda: _optional_package("vllm", "vllm", "vllm", "gpu"),
     lambda: _optional_package("ray", "ray", "ray", "distributed"),

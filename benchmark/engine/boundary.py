@@ -91,15 +91,24 @@ class BoxError(RuntimeError):
 
 
 @functools.cache
-def bwrap_works() -> bool:
-    """bubblewrap is installed and can start a box here, the whole boundary included."""
+def boundary_problem() -> str | None:
+    """Why no box can start here, the whole boundary included, and the fix; None when one can."""
     if shutil.which("bwrap") is None or shutil.which("setpriv") is None:
-        return False
+        return MISSING
     try:
         box = start_box("pass", keep_fds=[], sandboxed=True, forward=False)
-        return box.process.wait(timeout=30) == 0
-    except (BoxError, OSError, subprocess.SubprocessError):
-        return False
+        code = box.process.wait(timeout=30)
+        reason = f"exit code {code}: {box.output.last_words()}" if code else None
+    except (BoxError, OSError, subprocess.SubprocessError, ImportError) as exc:
+        reason = str(exc)
+    return reason and (f"bubblewrap is installed but cannot start a strategy's box here ({reason}): it needs user "
+                       "namespaces (on Ubuntu 24.04: sysctl kernel.apparmor_restrict_unprivileged_userns=0) and "
+                       f"libseccomp; or set {UNSANDBOXED_ENV}=1 for development only (runs tagged "
+                       "replaybench.sandbox=none, not official)")
+
+
+def bwrap_works() -> bool:
+    return boundary_problem() is None
 
 
 def sandbox_mode() -> str:
@@ -107,9 +116,10 @@ def sandbox_mode() -> str:
     a RuntimeError naming the fix."""
     if os.environ.get(UNSANDBOXED_ENV) == "1":
         return "none"
-    if bwrap_works():
-        return "bwrap"
-    raise RuntimeError(MISSING)
+    problem = boundary_problem()
+    if problem:
+        raise RuntimeError(problem)
+    return "bwrap"
 
 
 @functools.cache

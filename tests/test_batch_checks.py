@@ -198,3 +198,51 @@ def test_an_isolated_strategys_batch_crosses_the_boundary_whole():
     read = IsolatedStrategy._batch(None, json.loads(encode(sent)), 4)
     batch = read.resolve({r.rollout_id: r for r in rollouts})
     assert (batch.weights, batch.regroup, batch.recompute_behaviour) == ([1.0, 0.5, 1.0, 0.0], [[0, 1]], [3])
+
+
+def small_rollouts(n: int, versions=None) -> list:
+    from benchmark.rollout import Rollout
+
+    versions = versions or [0] * n
+    return [Rollout(i, i // 4, f"p{i // 4}", (1, 2), (3,), (-0.5,), float(i % 2), bool(i % 2), 0.0, v, 0, 0.0)
+            for i, v in zip(range(n), versions)]
+
+
+def test_an_altered_rollout_is_tampered_and_an_unknown_one_fabricated_at_the_first_batch():
+    import dataclasses
+
+    from benchmark.engine.ledger import check_batch
+
+    rollouts = small_rollouts(4)
+    known = {r.rollout_id: r for r in rollouts}
+    assert check_batch(rollouts, 4, known)[0] == rollouts
+    for field, value in (("reward", 1.0), ("advantage", 2.5), ("correct", True), ("policy_version", 7),
+                         ("completion_ids", (3, 3)), ("behaviour_logprobs", (-0.1,))):
+        altered = dataclasses.replace(rollouts[0], **{field: value})
+        with pytest.raises(StrategyFailure, match="^tampered: rollout 0 differs"):
+            check_batch([altered, *rollouts[1:]], 4, known)
+    with pytest.raises(StrategyFailure, match="^fabricated: rollout 99 was never produced"):
+        check_batch([*rollouts[:3], dataclasses.replace(rollouts[3], rollout_id=99)], 4, known)
+
+
+def test_staleness_and_steps_since_last_use_against_hand_computed_values():
+    """A scripted sequence of trained batches, counted by hand: staleness = the step a sample is trained at
+    minus the policy version that generated it; steps since the rollout's last use, "new" at its first (a rollout
+    drawn twice in one batch is counted once as such, then 0)."""
+    from benchmark.engine.ledger import StrategyLedger
+
+    a, b, c, d = small_rollouts(4, versions=[0, 0, 1, 3])
+    ledger = StrategyLedger(ReplayStrategy(), seed=0, num_trainers=1)
+    step0 = ledger.record_step([a, b])  # staleness 0, 0; both new
+    step1 = ledger.record_step([a, c])  # a: 1 (last used at 0); c: 0, new
+    step2 = ledger.record_step([c, c, a])  # c: 1 (last 1), c again: 1 (0 since), a: 2 (last 1)
+    step3 = ledger.record_step([d, b])  # d: 0, new; b: 3 (last 0)
+    assert ledger.trainer_step == 4
+    assert ledger.offpolicy_counts == {0: 4, 1: 3, 2: 1, 3: 1}
+    assert ledger.since_last_use_counts == {"new": 4, "1": 3, "0": 1, "3": 1}
+    assert ledger.staleness_total == 8
+    assert ledger.use_count == {0: 3, 1: 2, 2: 3, 3: 1}
+    assert [s["offpolicy_mean"] for s in (step0, step1, step2, step3)] == [0.0, 0.5, pytest.approx(4 / 3), 1.5]
+    assert [s["offpolicy_max"] for s in (step0, step1, step2, step3)] == [0, 1, 2, 3]
+    assert [s["steps_since_last_use"] for s in (step0, step1, step2, step3)] == [0.0, 1.0, 1.0, 3.0]
+    assert [s["reused_fraction"] for s in (step0, step1, step2, step3)] == [0.0, 0.5, 1.0, 0.5]

@@ -129,20 +129,21 @@ def test_the_engines_reading_of_replies_cannot_be_stalled_or_exhausted(how, verd
     assert verdict_of_add("replies_badly.py", {"how": how}, LimitsConfig(call_seconds=1)).startswith(verdict)
 
 
-@pytest.mark.parametrize("how, verdict", [
-    ("between", "timeout: add() used"),  # the spinning thread's CPU is counted at the next call
-    ("calls", "timeout: the strategy used"),  # three threads' CPU, more than the run's allowance
+@pytest.mark.parametrize("how, limits, verdict", [
+    # the spinning thread's CPU between calls is counted at the next call, against one call's limit
+    ("between", LimitsConfig(call_seconds=0.5, floor_seconds=100), "timeout: add() used"),
+    # three threads spinning inside each call: more CPU than the run's allowance, in a fraction of the wall time
+    ("calls", LimitsConfig(call_seconds=2, floor_seconds=0.5), "timeout: the strategy used"),
 ])
-def test_every_thread_of_the_boxs_cpu_time_is_counted(how, verdict):
+def test_every_thread_of_the_boxs_cpu_time_is_counted(how, limits, verdict):
     import time
 
-    limits = LimitsConfig(call_seconds=0.5, floor_seconds=0.5)
     strategy = IsolatedStrategy(HOSTILE / "burns_cpu.py", {"how": how, "seconds": 0.1}, rng_seed=0, limits=limits)
     try:
         with pytest.raises(StrategyFailure) as failure:
             for _ in range(20):
                 strategy.add(one_group(), ctx())
-                time.sleep(0.7)  # the engine's own work between calls
+                time.sleep(1.5 if how == "between" else 0.1)  # the engine's own work between calls
     finally:
         strategy.close()
     assert str(failure.value).startswith(verdict)

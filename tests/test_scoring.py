@@ -240,3 +240,25 @@ def test_curve_band_median_and_quartiles_per_evaluation():
     assert band["median"][:2] == [0.2, 0.4] and band["n"] == [3, 3, 2, 1, 1]
     assert band["q1"][0] == pytest.approx(0.15) and band["q3"][0] == pytest.approx(0.25)
     assert band["median"][2] == pytest.approx(0.7) and band["q1"][4] == band["q3"][4] == 0.8
+
+
+@pytest.mark.parametrize("n_seeds", [3, 4, 5])
+def test_every_bootstrap_resample_is_the_point_statistic_of_that_resample(n_seeds):
+    """The paired bootstrap's draws, one by one: resample r of the speedup, of whether the median run reaches the
+    target and of the best accuracy is what the point statistic gives on the seeds that resample drew."""
+    rng = np.random.default_rng(n_seeds)
+    # the even seeds never reach the target: resamples whose median run reaches it and resamples whose does not
+    runs = [SeedResult(f"r{s}", s, curve(*np.round(rng.uniform(0, 0.55 if s % 2 == 0 else 1.0, 5), 2)))
+            for s in range(n_seeds)]
+    target, reference = 0.6, 500.0
+    seeds = list(range(n_seeds))
+    draws = scoring.seed_draws("w", n_seeds, 200)
+    result = scoring.score_workload(runs, seeds, target, BUDGET, reference, draws)
+    assert not all(result.boot_reached) and any(result.boot_reached)  # both kinds of resample are checked
+    for r, drawn in enumerate(draws.index):
+        curves = [runs[i].curve for i in drawn]
+        ctt = scoring.median_low([scoring.compute_to_target(c, target, BUDGET) for c in curves])
+        assert result.boot_reached[r] == math.isfinite(ctt)
+        assert result.boot_speedup[r] == (scoring.speedup(reference, ctt) if math.isfinite(ctt) else 0.0)
+        best = scoring.median_curve_best(curves, BUDGET)["median"]
+        assert result.boot_relative_best[r] == pytest.approx(best / target)

@@ -1,0 +1,30 @@
+"""The published board is what its shipped runs give: loaded into a fresh store and rebuilt, every number of
+`leaderboard/results.json` and every line of `LEADERBOARD.md` comes back, but for when and from which code it
+was built."""
+
+import json
+import re
+
+from benchmark.cli import main
+from benchmark.leaderboard.published import import_runs
+from benchmark.paths import LEADERBOARD_DIR
+
+BUILD_FACTS = ("generated", "code_version", "mlflow", "runs_folder")  # when, from which code and store
+
+
+def test_the_published_board_rebuilds_exactly_from_its_shipped_runs(isolated_runs, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    imported, present = import_runs(LEADERBOARD_DIR / "runs")
+    assert imported == len(list((LEADERBOARD_DIR / "runs").glob("*/run.json"))) and present == 0
+    assert main(["leaderboard", "build", "--out", str(tmp_path / "board")]) == 0
+
+    committed = json.loads((LEADERBOARD_DIR / "results.json").read_text())
+    rebuilt = json.loads((tmp_path / "board" / "results.json").read_text())
+    assert {k: v for k, v in rebuilt.items() if k not in BUILD_FACTS} == \
+        {k: v for k, v in committed.items() if k not in BUILD_FACTS}
+
+    def without_build_line(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not re.match(r"Generated \S+ from MLflow \(code ", line)]
+
+    assert without_build_line((tmp_path / "board" / "LEADERBOARD.md").read_text()) == \
+        without_build_line((LEADERBOARD_DIR / "LEADERBOARD.md").read_text())

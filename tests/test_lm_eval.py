@@ -64,7 +64,7 @@ def test_lm_eval_scores_with_our_verifier(name):
     assert lm_task.process_results(doc, ["\\boxed{-12345}"]) == {"math_verify": 0.0}
 
 
-def test_the_readmes_lm_eval_command_for_the_cpu_model_runs_as_written():
+def test_the_docs_lm_eval_command_for_the_cpu_model_runs_as_written():
     import re
     import shlex
     import subprocess
@@ -72,7 +72,7 @@ def test_the_readmes_lm_eval_command_for_the_cpu_model_runs_as_written():
     from pathlib import Path
 
     repo = Path(__file__).resolve().parent.parent
-    readme = (repo / "README.md").read_text().replace("\\\n", " ")
+    readme = (repo / "docs" / "running.md").read_text().replace("\\\n", " ")
     (line,) = [m.group(0) for m in re.finditer(r"lm_eval [^\n]*pretrained=tasks/arith_tiny/checkpoint[^\n]*", readme)]
     lm_eval = Path(sys.executable).with_name("lm_eval")
     result = subprocess.run([str(lm_eval), *shlex.split(line)[1:]], cwd=repo, capture_output=True, text=True,

@@ -28,3 +28,13 @@ def test_the_published_board_rebuilds_exactly_from_its_shipped_runs(isolated_run
 
     assert without_build_line((tmp_path / "board" / "LEADERBOARD.md").read_text()) == \
         without_build_line((LEADERBOARD_DIR / "LEADERBOARD.md").read_text())
+
+
+def test_the_readmes_results_are_the_published_boards_generated_not_copied():
+    from benchmark.leaderboard.files import read_results
+    from benchmark.leaderboard.render import README_END, README_START, readme_results
+    from benchmark.paths import REPO_ROOT
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    block = readme[readme.index(README_START) + len(README_START):readme.index(README_END)]
+    assert block.strip() == readme_results(read_results(LEADERBOARD_DIR / "results.json")).strip()

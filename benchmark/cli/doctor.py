@@ -191,7 +191,7 @@ def check_gpu() -> Finding:
 
     if not torch.cuda.is_available():
         return Finding("gpu", False, f"no CUDA device visible to torch {torch.__version__} (the CPU tier needs none)",
-                       "on an NVIDIA machine install a CUDA build of torch (README.md, Installing for GPUs)",
+                       "on an NVIDIA machine install a CUDA build of torch (docs/gpus.md, Installing for GPUs)",
                        optional=True)
     names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     return Finding("gpu", True, f"{len(names)} x {', '.join(sorted(set(names)))} (optional)", optional=True)

@@ -68,8 +68,8 @@ INSTALL_HINT = (
     "To install, on a machine with the internet: `bash tasks/minif2f/setup_lean.sh [FOLDER]` (elan, and a Lean "
     f"project with Mathlib at minif2f's pinned versions), then `export {PROJECT_ENV}=FOLDER`. By hand: (1) elan, "
     "the Lean toolchain manager (lean-lang.org, Install), which puts `lean` and `lake` in ~/.elan/bin; (2) a Lean "
-    "project with Mathlib pinned to Lean/Mathlib v4.24.0 for minif2f (README.md, miniF2F), then `lake exe cache "
-    f"get` in it; (3) `export {PROJECT_ENV}=/path/to/it`. `replaybench doctor` checks the result.")
+    "project with Mathlib pinned to Lean/Mathlib v4.24.0 for minif2f (docs/workloads.md, miniF2F), then `lake exe "
+    f"cache get` in it; (3) `export {PROJECT_ENV}=/path/to/it`. `replaybench doctor` checks the result.")
 
 
 class LeanUnavailable(TaskError):

@@ -22,7 +22,7 @@ from benchmark.leaderboard.compliance import (
 )
 from benchmark.leaderboard.files import json_values, plain_values, write_atomic
 from benchmark.leaderboard.page import render_html
-from benchmark.leaderboard.render import render_markdown
+from benchmark.leaderboard.render import render_markdown, with_readme_results
 from benchmark.leaderboard.store import RunRecord, load_runs, reading_store
 from benchmark.leaderboard.targets import REFERENCE, TARGETS_DIR, available_targets, load_target
 from benchmark.paths import LEADERBOARD_DIR
@@ -362,16 +362,20 @@ def build(out_dir: Path | None = None, workload: str | None = None, track: str |
     except OSError as exc:
         raise LeaderboardError(f"cannot write the leaderboard into {out_dir} ({exc.strerror}): pass --out with a "
                                "folder you can write") from None
-    if out_dir.resolve() == LEADERBOARD_DIR.resolve():  # the published board ships the runs it names
+    published = out_dir.resolve() == LEADERBOARD_DIR.resolve()
+    if published:  # the published board ships the runs it names
         from benchmark.leaderboard.published import RUNS_FOLDER, export_runs
 
         export_runs(results, out_dir)
         results["runs_folder"] = RUNS_FOLDER
-    files = {"results.json": results_json(results),
-             "LEADERBOARD.md": render_markdown(results),
-             "index.html": render_html(results)}
-    for name, text in files.items():
-        write_atomic(out_dir / name, text)
+    files = {out_dir / "results.json": results_json(results),
+             out_dir / "LEADERBOARD.md": render_markdown(results),
+             out_dir / "index.html": render_html(results)}
+    readme = out_dir.parent / "README.md"  # the checkout's, beside its published board
+    if published and readme.is_file():  # and the README's results, generated from the same results
+        files[readme] = with_readme_results(readme.read_text(), results)
+    for path, text in files.items():
+        write_atomic(path, text)
     return results
 
 

@@ -22,6 +22,20 @@ def json_values(obj):
     return _converted(obj, spell_infinity=True)
 
 
+def read_results(path: Path) -> dict:
+    """A results.json as the renderers take it: "inf" and "-inf" back to infinities (json_values, reversed)."""
+    import json
+
+    def unspelled(obj):
+        if isinstance(obj, dict):
+            return {k: unspelled(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [unspelled(v) for v in obj]
+        return {"inf": math.inf, "-inf": -math.inf}.get(obj, obj) if isinstance(obj, str) else obj
+
+    return unspelled(json.loads(Path(path).read_text()))
+
+
 def _converted(obj, spell_infinity: bool):
     if isinstance(obj, dict):
         return {k: _converted(v, spell_infinity) for k, v in obj.items()}

@@ -184,3 +184,29 @@ def render_markdown(results: dict) -> str:
         out += ["", "## Workloads without a target", ""]
         out += [f"- {w}: {i['runs']} runs; `{i['fix']}`" for w, i in results["unscored_workloads"].items()]
     return "\n".join(out) + "\n"
+
+
+README_START = "<!-- results: written by `replaybench leaderboard build --publish` from leaderboard/results.json -->"
+README_END = "<!-- end of results -->"
+README_COLUMNS = ("band", "rank [95%]", "entry", "(W,T)", "speedup (geo-mean) [95% CI]",
+                  "compute-to-target (median [IQR])", "best acc (median curve [IQR])", "seeds")
+
+
+def readme_results(results: dict) -> str:
+    """The README's results: the board's main columns, from the same rows as LEADERBOARD.md (never by hand)."""
+    header, rows = table_rows(results)
+    keep = [header.index(c) for c in README_COLUMNS if c in header]
+    out = [f"**{title(results)}**, built {results['generated'][:10]} from the runs in `leaderboard/runs/`; "
+           "[LEADERBOARD.md](leaderboard/LEADERBOARD.md) has every column, the entries not ranked and the runs "
+           "excluded, `leaderboard/index.html` the plots.", "",
+           "| " + " | ".join(header[i] for i in keep) + " |", "|" + "|".join("---" for _ in keep) + "|"]
+    out += ["| " + " | ".join(_md_cell(row[i]) for i in keep) + " |" for row in rows]
+    return "\n".join(out) + "\n"
+
+
+def with_readme_results(readme: str, results: dict) -> str:
+    """`readme` with the text between its results markers replaced; as it is when it has no markers."""
+    start, end = readme.find(README_START), readme.find(README_END)
+    if start < 0 or end < start:
+        return readme
+    return readme[:start + len(README_START)] + "\n" + readme_results(results) + readme[end:]

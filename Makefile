@@ -9,7 +9,7 @@ PYTHON ?= python3
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup baselines board test test-fast test-vllm clean
+.PHONY: setup baselines board test test-fast test-vllm mutation clean
 
 setup: $(VENV)/.installed
 
@@ -69,5 +69,12 @@ test-vllm: $(VLLM_VENV)/.installed
 	VLLM_CPU_OMP_THREADS_BIND=0-$$(($$(nproc) - 1)) VLLM_CPU_NUM_OF_RESERVED_CPU=0 OMP_NUM_THREADS=$$(nproc) \
 		$(VLLM_BIN)/python -m pytest tests/vllm_engine
 
+# Mutation testing of the scorer and the ledger (mutmut; an hour or more on two cores, not in CI): the share of
+# mutants the tests kill, and the survivors to look at with `.venv/bin/mutmut results`.
+mutation: setup
+	$(BIN)/python -m pip install -q -e ".[mutation]"
+	$(BIN)/mutmut run --max-children $$(nproc)
+	$(BIN)/mutmut results
+
 clean:
-	rm -rf runs .pytest_cache
+	rm -rf runs .pytest_cache mutants

@@ -9,6 +9,7 @@ from benchmark.leaderboard import scoring
 from benchmark.leaderboard.scoring import SeedResult
 
 BUDGET = 1000.0
+PINNED_DRAWS = [[1, 1, 1, 2], [0, 1, 0, 3], [2, 0, 3, 2], [1, 0, 2, 2], [3, 3, 3, 1]]  # seed_draws("arith-tiny", 4, 5)
 
 
 def curve(*accs, every=250.0):
@@ -262,3 +263,90 @@ def test_every_bootstrap_resample_is_the_point_statistic_of_that_resample(n_seed
         assert result.boot_speedup[r] == (scoring.speedup(reference, ctt) if math.isfinite(ctt) else 0.0)
         best = scoring.median_curve_best(curves, BUDGET)["median"]
         assert result.boot_relative_best[r] == pytest.approx(best / target)
+
+
+# ---- edge cases of each statistic (each pins a behaviour the board's numbers rest on) ------------------------
+def test_an_evaluation_exactly_at_the_budget_counts_and_a_curve_past_it_is_an_error():
+    assert scoring.within_budget(curve(0.1, 0.2, 0.3, 0.4, 0.5), BUDGET)[-1]["compute"] == BUDGET
+    with pytest.raises(ValueError, match="^the evaluation curve has no point within the budget$"):
+        scoring.within_budget([{"compute": 2 * BUDGET, "accuracy": 1.0}], BUDGET)
+
+
+def test_a_target_met_at_the_start_counts_at_the_next_evaluation_or_else_at_the_budget():
+    assert scoring.compute_to_target(curve(0.9), 0.5, BUDGET) == BUDGET  # no evaluation after the start
+    assert scoring.compute_to_target(curve(0.9, 0.1), 0.5, BUDGET) == 250.0  # the next one, whatever it scores
+    early = [{"compute": 0.0, "accuracy": 0.1}, {"compute": 0.5, "accuracy": 0.9}, {"compute": 1.0, "accuracy": 0.9}]
+    assert scoring.compute_to_target(early, 0.5, BUDGET) == 0.5  # any compute above 0 counts as itself
+
+
+def test_medians_and_quantiles_of_nothing_and_of_infinities():
+    assert all(math.isnan(x) for x in (scoring.median([]), scoring.median_low([]), scoring.quantile([], 0.5)))
+    assert scoring.median_low([4.0]) == 4.0 and scoring.median([4.0, 6.0]) == 5.0
+    assert scoring.quantile([math.inf, math.inf], 0.5) == math.inf  # not inf - inf
+    assert scoring.quantile([1.0, math.inf], 0.5) == math.inf
+    assert scoring.quantile([1.0, 2.0, 4.0], 0.75) == 3.0
+
+
+def test_pass_at_k_at_the_best_point_in_the_order_of_k():
+    points = [{"compute": 0.0, "accuracy": 0.5, "pass_at_16": 0.9, "pass_at_1": 0.5, "pass_at_4": 0.7}]
+    best = scoring.median_curve_best([points], BUDGET)
+    assert list(best["pass_at_k"]) == ["pass_at_1", "pass_at_4", "pass_at_16"]
+
+
+def test_a_reference_that_never_reaches_its_target_is_an_error():
+    with pytest.raises(ValueError, match="^the reference compute-to-target is inf$"):
+        scoring.speedup(math.inf, 100.0)
+
+
+def test_the_paired_draws_are_pinned_and_their_distinct_multisets_complete():
+    draws = scoring.seed_draws("arith-tiny", 4, 5)
+    assert draws.index.tolist() == PINNED_DRAWS  # changing the draws would move every published interval
+    for row, which in zip(draws.index, draws.which):
+        assert sorted(row) == list(draws.distinct[which])
+
+
+def test_a_workload_with_no_run_at_all_is_failure_on_every_seed():
+    result = score([], target=0.5, reference_ctt=500.0, seeds=[0, 1])
+    assert not result.reached and result.missing_seeds == [0, 1] and result.run_ids == []
+    assert result.best_accuracy["median"] == 0.0 and result.best_accuracy["compute"] == 0.0
+    assert not any(result.boot_reached) and result.final_entropy is None
+
+
+def test_the_final_entropy_is_the_median_over_seeds_only_when_every_seed_has_one():
+    runs = [SeedResult(f"r{s}", s, curve(0.2, 0.6), entropy=e) for s, e in enumerate([1.0, 3.0, 2.0])]
+    assert score(runs, 0.5, 500.0).final_entropy == 2.0
+    runs[1].entropy = None
+    assert score(runs, 0.5, 500.0).final_entropy is None
+
+
+def test_performance_profiles_at_the_edges():
+    ws = ["a", "b"]
+    # a workload nobody reaches gives nothing to anyone; a missing one is never reached
+    assert scoring.performance_profile_scores({"x": {"a": 10.0, "b": math.inf}, "y": {"a": 20.0}}, ws) == \
+        {"x": 0.5, "y": pytest.approx((4 - 2) / 3 / 2)}
+    # a best of 0 (met at the start): an entry also at 0 has r = 1, one above it never ties
+    assert scoring.performance_profile_scores({"x": {"a": 0.0}, "y": {"a": 5.0}}, ["a"]) == {"x": 1.0, "y": 0.0}
+    # a best below 1 compute unit is a ratio like any other
+    assert scoring.performance_profile_scores({"x": {"a": 0.5}, "y": {"a": 1.0}}, ["a"]) == \
+        {"x": 1.0, "y": pytest.approx(2 / 3)}
+    assert math.isnan(scoring.performance_profile_scores({"x": {}}, [])["x"])
+
+
+def test_one_entry_has_rank_one_and_tiers_order_the_bootstrap_ranks_too():
+    point, intervals, bands = scoring.rank_with_confidence([0.7], np.array([[0.7], [0.9]]))
+    assert (point, intervals, bands) == ([1], [(1, 1)], [1])
+    # by score alone b would lead in every resample; by tier (a reaches the target, b does not) a does
+    boot_scores, boot_tiers = np.array([[0.5, 0.9]] * 10), np.array([[1, 0]] * 10)
+    point, intervals, _ = scoring.rank_with_confidence([0.5, 0.9], boot_scores, [1, 0], boot_tiers)
+    assert point == [1, 2] and intervals == [(1, 1), (2, 2)]
+
+
+def test_rank_intervals_are_ranks_the_resamples_gave_not_interpolations():
+    # 10 resamples: a is 1st in 8 and 2nd in 2; interpolating would put its upper end between 1 and 2
+    boot = np.array([[0.9, 0.5]] * 8 + [[0.1, 0.5]] * 2)
+    _, intervals, _ = scoring.rank_with_confidence([0.9, 0.5], boot)
+    assert intervals[0] == (1, 2)
+    # 100 resamples: b is 1st in 2 of them, 2.0% < 2.5%: its interval does not reach rank 1
+    boot = np.array([[0.9, 0.5]] * 98 + [[0.1, 0.5]] * 2)
+    _, intervals, _ = scoring.rank_with_confidence([0.9, 0.5], boot)
+    assert intervals[1] == (2, 2)

@@ -180,8 +180,10 @@ def regrouped(batch: list[Rollout], regroup) -> list[Rollout]:
                 and len(set(positions)) == len(positions)):
             raise StrategyFailure("garbage: Batch.regroup must be disjoint lists of batch positions")
         seen.update(positions)
+        if not positions:
+            continue
         rewards = [batch[i].reward for i in positions]
-        mean = sum(rewards) / len(rewards) if rewards else 0.0
+        mean = sum(rewards) / len(rewards)
         for i, advantage in zip(positions, group_advantages(rewards)):
             batch[i] = dataclasses.replace(batch[i], advantage=advantage, group_reward_mean=mean)
     return batch

@@ -82,8 +82,7 @@ def median(values) -> float:
     n = len(v)
     if n % 2:
         return float(v[n // 2])
-    a, b = v[n // 2 - 1], v[n // 2]
-    return float(b) if a == b else float((a + b) / 2)
+    return float((v[n // 2 - 1] + v[n // 2]) / 2)  # inf + inf halves to inf
 
 
 def median_low(values) -> float:

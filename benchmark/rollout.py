@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+CORRECT_REWARD = 1.0  # verifiers score 1 for a correct answer; partial credit (format, length) stays below it
+
+
+def is_correct(reward: float) -> bool:
+    """The one definition of a correct completion, in training, evaluation and the pool."""
+    return reward >= CORRECT_REWARD
+
 
 @dataclass(frozen=True, slots=True)
 class Rollout:
@@ -19,7 +26,7 @@ class Rollout:
     completion_ids: tuple[int, ...]
     behaviour_logprobs: tuple[float, ...]  # per completion token, from the policy that sampled it
     reward: float
-    correct: bool
+    correct: bool  # is_correct(reward)
     advantage: float  # group-relative, computed when the group was generated
     policy_version: int  # trainer step whose weights generated it
     created_step: int  # trainer step when the generation finished

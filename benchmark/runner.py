@@ -26,7 +26,7 @@ from benchmark.strategy import (
     strategy_params,
 )
 from benchmark.submission import DEFAULT_TRACK
-from benchmark.tracking import REPO_ROOT, RUNS_DIR, TAG, RunRecorder, code_version, summary_digest
+from benchmark.tracking import REPO_ROOT, RUNS_DIR, TAG, RunRecorder, code_version, digest, summary_digest
 from benchmark.workload import LimitsConfig, Workload
 
 __all__ = ["RunError", "RunSpec", "run"]
@@ -107,7 +107,7 @@ class RunSpec:
             config["workload"]["model"].pop("chat_template_options")
         if self.workload.grpo.data_parallel == "ddp":
             config["workload"]["grpo"].pop("data_parallel")
-        return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return digest(config)[:16]
 
     def strategy_spec(self) -> StrategySpec:
         return StrategySpec(self.strategy_path, dict(self.strategy_params), self.workload.strategy_defaults,
@@ -160,17 +160,45 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
         executor.close()
 
 
-def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, ckpt: Path, resume: bool,
-           summary_json, progress, stop_after_evals) -> dict:
+def _tags(spec: RunSpec, task) -> dict:
     w = spec.workload
-    experiment = executor.experiment(w.name)
-    tags = {f"{TAG}workload": w.name, f"{TAG}workload_version": w.version, f"{TAG}strategy": spec.strategy_name,
+    return {f"{TAG}workload": w.name, f"{TAG}workload_version": w.version, f"{TAG}strategy": spec.strategy_name,
             f"{TAG}group": spec.group_key(), f"{TAG}seed": spec.seed, f"{TAG}status": "running",
             f"{TAG}task_version": task.version, f"{TAG}isolated": spec.isolated, f"{TAG}executor": spec.executor,
             **({f"{TAG}sandbox": sandbox_mode()} if spec.isolated else {}),
             **({f"{TAG}name": spec.name} if spec.name else {}),
             **({f"{TAG}seed_secret": spec.seed_secret} if spec.seed_secret else {}),
             **{f"{TAG}{k}": v for k, v in spec.tags.items()}, **spec.user_tags}
+
+
+def _recorder(spec: RunSpec, executor, tags: dict, params: dict, ckpt: Path, resume: bool) -> RunRecorder:
+    """The run's MLflow record: reopened when resuming, else created with the strategy's bytes logged first."""
+    w = spec.workload
+    meta_path = ckpt.parent / "run.json"
+    if resume:
+        executor.load(ckpt)
+        recorder = RunRecorder(w.name, run_id=json.loads(meta_path.read_text())["mlflow_run_id"])
+        # The checkpoint holds the metrics of its evaluation; log them unless they landed before the kill.
+        last = executor.last_checkpoint
+        if recorder.flushed() < last.index:
+            recorder.flush(last.index, last.metrics)
+        return recorder
+    recorder = RunRecorder(w.name, run_name=f"{spec.display_name}-seed{spec.seed}", tags=tags, params=params,
+                           experiment=executor.experiment(w.name))
+    # the strategy as it runs, logged before it starts: the very bytes behind strategy.sha256
+    recorder.log_text(spec.strategy_source.decode(errors="replace"), spec.strategy_path.name)
+    for file_name, text in spec.attachments.items():
+        recorder.log_text(text, file_name)
+    if executor.resumable:
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        meta_path.write_text(json.dumps({"mlflow_run_id": recorder.run_id}) + "\n")
+    return recorder
+
+
+def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, ckpt: Path, resume: bool,
+           summary_json, progress, stop_after_evals) -> dict:
+    w = spec.workload
+    tags = _tags(spec, task)
     params = {**config, "code_version": code_version(),
               "start_checkpoint_sha256": executor.start_info["weights_sha256"],
               "task_version": task.version, "task_versions": task_versions}
@@ -179,29 +207,10 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, ckp
     except StrategyError as exc:  # a strategy that cannot even start is a failed run, on record
         failed = RunRecorder(w.name, run_name=f"{spec.display_name}-seed{spec.seed}",
                              tags={**tags, f"{TAG}status": f"failed: {exc}"[:5000]}, params=params,
-                             experiment=experiment)
+                             experiment=executor.experiment(w.name))
         failed.finish("FAILED")
         raise
-
-    ckpt_dir, meta_path = ckpt.parent, ckpt.parent / "run.json"
-    if resume:
-        executor.load(ckpt)
-        recorder = RunRecorder(w.name, run_id=json.loads(meta_path.read_text())["mlflow_run_id"])
-        # The checkpoint holds the metrics of its evaluation; log them unless they landed before the kill.
-        last = executor.last_checkpoint
-        if recorder.flushed() < last.index:
-            recorder.flush(last.index, last.metrics)
-    else:
-        recorder = RunRecorder(w.name, run_name=f"{spec.display_name}-seed{spec.seed}", tags=tags, params=params,
-                               experiment=experiment)
-        # the strategy as it runs, logged before it starts: the very bytes behind strategy.sha256
-        recorder.log_text(spec.strategy_source.decode(errors="replace"), spec.strategy_path.name)
-        for file_name, text in spec.attachments.items():
-            recorder.log_text(text, file_name)
-        if executor.resumable:
-            ckpt_dir.mkdir(parents=True, exist_ok=True)
-            meta_path.write_text(json.dumps({"mlflow_run_id": recorder.run_id}) + "\n")
-
+    recorder = _recorder(spec, executor, tags, params, ckpt, resume)
     try:
         if not resume:
             executor.start()  # inside: a strategy's pool request can fail it, and the run must end FAILED
@@ -220,7 +229,12 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, ckp
         recorder.set_tags({f"{TAG}status": f"failed: {verdict}"[:5000]})
         recorder.finish("FAILED")
         raise
+    return _finish(spec, executor, recorder, config, summary_json, ckpt)
 
+
+def _finish(spec: RunSpec, executor, recorder: RunRecorder, config: dict, summary_json, ckpt: Path) -> dict:
+    """The run's end on record: its summary and artifacts, or a failure when it never trained."""
+    w = spec.workload
     if executor.trainer_step == 0:
         reason = (f"the budget ({w.budget:,.0f} units) ended before the first trainer step "
                   f"(compute used when it ended: {executor.compute_used:,.0f}): either the strategy never handed "

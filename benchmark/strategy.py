@@ -35,8 +35,8 @@ class StrategyFailure(StrategyError):
 class StrategyContext:
     """Read-only facts the engine shares with the strategy at each call.
 
-    trainer_step: number of parameter updates done so far.
-    policy_version: version of the trainers' weights (equals trainer_step).
+    policy_version: the trainers' weights: the number of parameter updates done so far (a rollout's
+        off-policiness is policy_version - rollout.policy_version).
     rng: seeded random generator owned by the engine; the only randomness a strategy may use,
         so runs are reproducible and resumable.
     use_count: rollout_id -> how many times that rollout was trained on so far (read-only view).
@@ -44,7 +44,6 @@ class StrategyContext:
         for trainer i; the trainers' gradients are averaged, as in data-parallel training.
     """
 
-    trainer_step: int
     policy_version: int
     rng: np.random.Generator
     use_count: Mapping[int, int]
@@ -74,6 +73,11 @@ class Batch:
     # Batch positions whose old log-probs the trainer recomputes with the current policy before the update, as
     # RLEP's code does for replayed samples: their importance ratio is 1, so they are never clipped away.
     recompute_behaviour: list[int] | None = None
+
+    @staticmethod
+    def of(sampled) -> Batch:
+        """What `sample` returned, as a Batch: a plain list is a batch with no weights and no regrouping."""
+        return sampled if isinstance(sampled, Batch) else Batch(sampled)
 
 
 class PoolRequest(NamedTuple):

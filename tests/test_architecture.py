@@ -1,10 +1,17 @@
-"""The engine's layout stays readable: no import cycles between modules of `benchmark`, none over 400 lines."""
+"""The engine's layout stays readable: no import cycles between modules of `benchmark`, no function longer than a
+screen or two (MAX_FUNCTION_LINES, docstring included) but the few named below, each with its reason."""
 
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "benchmark"
-MAX_LINES = 400
+MAX_FUNCTION_LINES = 60
+LONG_FUNCTIONS = {  # module:function -> why it stays in one piece
+    "benchmark.leaderboard.page:render_html": "the page's sections in reading order, one string each",
+    "benchmark.cli.eval:run_eval": "a command read top to bottom: load, generate, grade, record",
+    "benchmark.leaderboard.targets:freeze_target": "the protocol of freezing a target, step by step, as documented",
+    "benchmark.engine.measure_mu:measure": "one timing experiment: warm-up, timed calls, the ratio",
+}
 
 
 def module_name(path: Path) -> str:
@@ -70,6 +77,20 @@ def test_the_cycle_check_finds_a_cycle():
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_no_module_over_400_lines():
-    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
-    assert not long, f"split these modules (over {MAX_LINES} lines): {long}"
+def long_functions() -> dict[str, int]:
+    found = {}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    found[f"{name}:{node.name}"] = lines
+    return found
+
+
+def test_no_function_over_the_length_limit():
+    found = long_functions()
+    too_long = {k: n for k, n in found.items() if k not in LONG_FUNCTIONS}
+    assert not too_long, f"split these functions (over {MAX_FUNCTION_LINES} lines): {too_long}"
+    stale = sorted(set(LONG_FUNCTIONS) - set(found))
+    assert not stale, f"no longer long, take them off LONG_FUNCTIONS: {stale}"

@@ -188,14 +188,13 @@ def test_an_isolated_strategys_batch_crosses_the_boundary_whole():
     """What the box sends for a Batch (ids, weights, regroup, recompute positions) is what the engine reads."""
     import json
 
-    from benchmark.engine.box import Box, encode
-    from benchmark.engine.sandbox import IsolatedStrategy
+    from benchmark.engine.box import Box, SampledIds, encode
     from benchmark.rollout import Rollout
 
     rollouts = [Rollout(i, 0, "p", (1,), (2,), (-0.5,), 1.0, True, 0.0, 0, 0, 0.0) for i in range(4)]
     box = Box(ReplayStrategy(), rng_seed=0)
     sent = box.batch(Batch(rollouts, [1.0, 0.5, 1.0, 0.0], regroup=[[0, 1]], recompute_behaviour=[3]))
-    read = IsolatedStrategy._batch(None, json.loads(encode(sent)), 4)
+    read = SampledIds.from_message(json.loads(encode(sent)), 4)
     batch = read.resolve({r.rollout_id: r for r in rollouts})
     assert (batch.weights, batch.regroup, batch.recompute_behaviour) == ([1.0, 0.5, 1.0, 0.0], [[0, 1]], [3])
 

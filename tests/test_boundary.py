@@ -34,7 +34,7 @@ def one_group() -> list:
 
 
 def ctx() -> StrategyContext:
-    return StrategyContext(0, 0, np.random.default_rng(0), MappingProxyType({}), 1)
+    return StrategyContext(0, np.random.default_rng(0), MappingProxyType({}), 1)
 
 
 def verdict_of_add(file: str, params: dict, limits: LimitsConfig | None = None, calls: int = 1,

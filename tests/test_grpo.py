@@ -258,3 +258,10 @@ def test_negative_micro_batch_size_is_a_clear_workload_error():
 def test_an_unknown_loss_is_refused_not_trained_as_grpo():
     with pytest.raises(ValueError, match="unknown loss 'ppo'"):
         LossConfig(kind="ppo")
+
+
+def test_every_loss_the_schema_accepts_is_registered():
+    from benchmark.rl.grpo import LOSS_FUNCTIONS
+    from benchmark.workload import LOSSES
+
+    assert set(LOSS_FUNCTIONS) == set(LOSSES)

@@ -35,7 +35,7 @@ def group(prompt="p", rewards=(1.0, 0.0, 1.0, 0.0), version=0, prompt_len=2, com
 
 def facts(ctx) -> tuple:
     assert isinstance(ctx, StrategyContext)
-    return ctx.trainer_step, ctx.policy_version, ctx.num_trainers, dict(ctx.use_count)
+    return ctx.policy_version, ctx.num_trainers, dict(ctx.use_count)
 
 
 class Recorder(ReplayStrategy):
@@ -92,7 +92,7 @@ def test_the_ledger_hands_over_copies_with_the_context_and_keeps_its_own():
     assert ledger.calls == 3 and ledger.seconds > 0
     ledger.record_step(batch)
     ctx = ledger.ctx()
-    assert (ctx.trainer_step, ctx.policy_version) == (1, 1) and dict(ctx.use_count) == {0: 1, 1: 1, 2: 1, 3: 1}
+    assert ctx.policy_version == 1 and dict(ctx.use_count) == {0: 1, 1: 1, 2: 1, 3: 1}
     with pytest.raises(TypeError):
         ctx.use_count[0] = 5  # read-only
     assert ledger.sample(13) is None  # not enough handed over yet: the strategy waits
@@ -248,7 +248,7 @@ def test_an_empty_regroup_set_leaves_the_batch_as_it_is():
 
 
 def test_the_ledger_resolves_a_boxs_ids_checks_its_batch_and_bounds_its_pool():
-    from benchmark.engine.sandbox import SampledIds
+    from benchmark.engine.box import SampledIds
 
     class Boxed(Recorder):  # what IsolatedStrategy hands the ledger: ids, weights and regroup lists as sent
         def sample(self, batch_size, ctx):

@@ -11,7 +11,7 @@ BASELINES = Path(__file__).resolve().parent.parent / "baselines"
 
 
 def ctx(step=0):
-    return StrategyContext(step, step, np.random.default_rng(0), MappingProxyType({}))
+    return StrategyContext(step, np.random.default_rng(0), MappingProxyType({}))
 
 
 def group(first_id, n=4, version=0):
@@ -119,7 +119,7 @@ def test_prefer_unused_takes_never_used_rollouts_first():
     for g in range(4):
         s.add(group(4 * g), ctx())
     used = {i: 1 for i in range(10)}  # ids 10..15 never used
-    c = StrategyContext(0, 0, np.random.default_rng(0), MappingProxyType(used))
+    c = StrategyContext(0, np.random.default_rng(0), MappingProxyType(used))
     batch = [r.rollout_id for r in s.sample(8, c)]
     assert set(range(10, 16)) <= set(batch)  # all six unused ones are in
     assert all(i < 10 for i in batch if i not in range(10, 16))
@@ -127,7 +127,7 @@ def test_prefer_unused_takes_never_used_rollouts_first():
 
 def test_sharded_never_crosses_shards():
     s = build_strategy(BASELINES / "sharded.py", {"buffer_size": 24})
-    c = StrategyContext(0, 0, np.random.default_rng(0), MappingProxyType({}), num_trainers=3)
+    c = StrategyContext(0, np.random.default_rng(0), MappingProxyType({}), num_trainers=3)
     for g in range(6):  # groups 0,3 -> shard 0; 1,4 -> shard 1; 2,5 -> shard 2
         s.add(group(4 * g), c)
     shard_of = {r.rollout_id: i for i, shard in enumerate(s.shards) for r in shard}

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the engine (torch) loads when a run starts, not when the co
     from benchmark.runner import RunSpec
 
 POLL_SECONDS = 0.25  # how often the parent redraws the rows
+STOP_SECONDS = 60.0  # after Ctrl-C, how long the runs have to record that they stopped (a train step, usually)
 
 
 def default_jobs() -> int:
@@ -112,7 +113,9 @@ def run_parallel(runs: list[tuple[RunSpec, str]], jobs: int) -> list[dict | Stra
                         rows.failed(index, "error")
                         _stop_all(stop, futures)
         except KeyboardInterrupt:
-            _stop_all(stop, futures)  # leaving the pool waits for the runs to stop
+            _stop_all(stop, futures)
+            wait(futures, timeout=STOP_SECONDS)  # each run records its interruption in MLflow, then returns
+            _end_workers(pool)
             raise
     if errors:
         raise errors[min(errors)]
@@ -133,6 +136,13 @@ def _stop_all(stop, futures: dict) -> None:
     stop.set()
     for future in futures:
         future.cancel()  # those not started yet
+
+
+def _end_workers(pool: ProcessPoolExecutor) -> None:
+    """End the workers now rather than through their interpreter's teardown, which can wait forever on a thread
+    a library left behind (once seen after Ctrl-C, inside a full test suite): their runs are recorded already."""
+    for process in list(pool._processes.values()):  # no public handle on a pool's processes
+        process.kill()
 
 
 class RunRows:

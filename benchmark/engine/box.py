@@ -41,6 +41,38 @@ MAX_OPEN_FILES = 64
 PR_SET_PDEATHSIG, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 22, 2  # <linux/prctl.h>, <linux/seccomp.h>
 
 
+@dataclasses.dataclass(frozen=True)
+class SampledIds:
+    """A batch from the box: ids of the engine's own rollouts, with the weights and regroup lists as sent."""
+
+    ids: list[int]
+    weights: object = None
+    regroup: object = None
+    recompute_behaviour: object = None
+
+    @staticmethod
+    def from_message(reply, batch_size: int) -> SampledIds | None:
+        """The reply to `sample` (Box.batch), read strictly: rollout ids, weights, regroup (the ledger checks
+        the rest)."""
+        if reply is None:
+            return None
+        if not isinstance(reply, dict):
+            raise StrategyFailure("garbage: sample() sent a reply the engine cannot read")
+        if "not_a_list" in reply:
+            raise StrategyFailure(f"garbage: sample() must return a list of exactly {batch_size} rollouts or None, "
+                                  f"got {reply['not_a_list']}")
+        ids = reply.get("ids")
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise StrategyFailure("garbage: sample() sent a reply the engine cannot read")
+        return SampledIds(ids, reply.get("weights"), reply.get("regroup"), reply.get("recompute_behaviour"))
+
+    def resolve(self, known: dict[int, Rollout]) -> Batch:
+        missing = next((rid for rid in self.ids if rid not in known), None)
+        if missing is not None:
+            raise StrategyFailure(f"fabricated: rollout {missing} was never produced by the engine")
+        return Batch([known[rid] for rid in self.ids], self.weights, self.regroup, self.recompute_behaviour)
+
+
 def encode(message) -> bytes:
     return json.dumps(message, separators=(",", ":")).encode()
 
@@ -162,8 +194,8 @@ class Box:
         self.use_count: dict[int, int] = {}
         self.fingerprints: dict[int, int] = {}
 
-    def ctx(self, step: int, version: int, trainers: int) -> StrategyContext:
-        return StrategyContext(step, version, self.rng, MappingProxyType(self.use_count), trainers)
+    def ctx(self, version: int, trainers: int) -> StrategyContext:
+        return StrategyContext(version, self.rng, MappingProxyType(self.use_count), trainers)
 
     def rollouts(self, plain: list) -> list[Rollout]:
         rollouts = [rollout_from_plain(values) for values in plain]
@@ -171,24 +203,21 @@ class Box:
         return rollouts
 
     def batch(self, sampled) -> dict | None:
-        """What `sample` returned, as plain data: rollout ids, weights, regroup lists."""
+        """What `sample` returned, as the message the engine reads (SampledIds.from_message)."""
         if sampled is None:
             return None
-        weights = regroup = recompute = None
-        if isinstance(sampled, Batch):
-            sampled, weights, regroup, recompute = (sampled.rollouts, sampled.weights, sampled.regroup,
-                                                    sampled.recompute_behaviour)
-        if not isinstance(sampled, (list, tuple)):
-            return {"not_a_list": type(sampled).__name__}
-        for r in sampled:
+        batch = Batch.of(sampled)
+        if not isinstance(batch.rollouts, (list, tuple)):
+            return {"not_a_list": type(batch.rollouts).__name__}
+        for r in batch.rollouts:
             if not isinstance(r, Rollout):
                 raise StrategyFailure(f"garbage: sample() returned a {type(r).__name__}, not a Rollout")
             if r.rollout_id in self.fingerprints and hash(r) != self.fingerprints[r.rollout_id]:
                 raise StrategyFailure(f"tampered: rollout {r.rollout_id} differs from the one the engine handed over")
-        return {"ids": [r.rollout_id for r in sampled],
-                "weights": None if weights is None else list(weights),
-                "regroup": None if regroup is None else [list(p) for p in regroup],
-                "recompute_behaviour": None if recompute is None else list(recompute)}
+        return {"ids": [r.rollout_id for r in batch.rollouts],
+                "weights": None if batch.weights is None else list(batch.weights),
+                "regroup": None if batch.regroup is None else [list(p) for p in batch.regroup],
+                "recompute_behaviour": None if batch.recompute_behaviour is None else list(batch.recompute_behaviour)}
 
     def answer(self, message: dict):
         call = message["call"]

@@ -18,10 +18,11 @@ from types import MappingProxyType
 
 import numpy as np
 
-from benchmark.engine.sandbox import IsolatedStrategy, SampledIds, over_budget
+from benchmark.engine.box import SampledIds
+from benchmark.engine.sandbox import IsolatedStrategy, over_budget
 from benchmark.engine.stream import derive_seed
 from benchmark.rl.grpo import group_advantages
-from benchmark.rollout import Rollout
+from benchmark.rollout import Rollout, is_correct
 from benchmark.strategy import Batch, PoolRequest, ReplayStrategy, StrategyContext, StrategyFailure, build_strategy
 from benchmark.workload import LimitsConfig
 
@@ -95,7 +96,7 @@ def build_rollouts(group: PendingGroup, first_rollout_id: int, group_id: int, cr
     return [
         Rollout(rollout_id=first_rollout_id + i, group_id=group_id, prompt_id=group.prompt_id,
                 prompt_ids=c.prompt_ids, completion_ids=c.completion_ids, behaviour_logprobs=c.logprobs,
-                reward=r, correct=r >= 1.0, advantage=a, policy_version=group.policy_version,
+                reward=r, correct=is_correct(r), advantage=a, policy_version=group.policy_version,
                 created_step=created_step, created_time=created_time,
                 group_reward_mean=sum(group.rewards) / len(group.rewards))
         for i, (c, r, a) in enumerate(zip(group.completions, group.rewards, advantages))
@@ -130,18 +131,16 @@ def check_batch(sampled, batch_size: int, known: dict[int, Rollout],
                 track: str = "buffer") -> tuple[list[Rollout], list[float] | None]:
     """What `sample` returned, checked: train only on the engine's own copies of rollouts it handed over, under
     the rules of the entry's track (docs/sandbox.md: what a buffer-track entry may do)."""
-    weights = regroup = recompute = None
-    if isinstance(sampled, Batch):
-        sampled, weights, regroup, recompute = (sampled.rollouts, sampled.weights, sampled.regroup,
-                                                sampled.recompute_behaviour)
-        if weights is not None and (not isinstance(weights, (list, tuple)) or len(weights) != len(sampled) or not all(
-                isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= MAX_WEIGHT for x in weights)):
-            raise StrategyFailure(f"garbage: Batch.weights must hold one number from 0 to {MAX_WEIGHT:g} per rollout "
-                                  "(importance weights divided by their largest, as prioritized replay does)")
-        for name, value in (("regroup", regroup), ("recompute_behaviour", recompute)):
-            if value and track != "open":  # benchmark/submission.py: the tracks
-                raise StrategyFailure(f"forbidden: Batch.{name} is an open-track choice: on the {track} track the "
-                                      "engine's advantages and behaviour log-probs stand")
+    batch = Batch.of(sampled)
+    sampled, weights, regroup, recompute = batch.rollouts, batch.weights, batch.regroup, batch.recompute_behaviour
+    if weights is not None and (not isinstance(weights, (list, tuple)) or len(weights) != len(sampled) or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= MAX_WEIGHT for x in weights)):
+        raise StrategyFailure(f"garbage: Batch.weights must hold one number from 0 to {MAX_WEIGHT:g} per rollout "
+                              "(importance weights divided by their largest, as prioritized replay does)")
+    for name, value in (("regroup", regroup), ("recompute_behaviour", recompute)):
+        if value and track != "open":  # benchmark/submission.py: the tracks
+            raise StrategyFailure(f"forbidden: Batch.{name} is an open-track choice: on the {track} track the "
+                                  "engine's advantages and behaviour log-probs stand")
     if not isinstance(sampled, (list, tuple)) or len(sampled) != batch_size:
         got = f"{len(sampled)} items" if isinstance(sampled, (list, tuple)) else type(sampled).__name__
         raise StrategyFailure(f"garbage: sample() must return a list of exactly {batch_size} rollouts "
@@ -220,7 +219,7 @@ class StrategyLedger:
         self.calls, self.seconds = 0, 0.0  # the strategy's add / add_pool / sample calls and their wall time
 
     def ctx(self) -> StrategyContext:
-        return StrategyContext(trainer_step=self.trainer_step, policy_version=self.trainer_step, rng=self.rng,
+        return StrategyContext(policy_version=self.trainer_step, rng=self.rng,
                                use_count=MappingProxyType(self.use_count), num_trainers=self.num_trainers)
 
     def _call(self, method: str, *args, counted: bool = True):

@@ -32,6 +32,7 @@ from benchmark.grading.prompts import PromptFormat
 from benchmark.rl.grpo import GRPOTrainer
 from benchmark.rl.policy import load_start_policy
 from benchmark.rl.sampler import transformers_engine
+from benchmark.rollout import is_correct
 from benchmark.strategy import PoolRequest, ReplayStrategy
 
 GENERATION_DONE, TRAIN_DONE, POOL_DONE = 0, 1, 2  # at equal times, arrivals are handled before step ends
@@ -74,7 +75,6 @@ class Pipeline(Executor):
         self.time = 0.0  # the virtual clock
         self.events: list[Event] = []
         self.seq = 0
-        self.stream_position = 0
         self.generations_started = 0
         self.ahead: dict[int, PendingGroup] = {}  # generations computed before their start, by start index
         self.engine_calls = self.engine_rows = 0  # how well generation is batched: rows per call
@@ -153,7 +153,7 @@ class Pipeline(Executor):
             self.engine.load_weights(self.trainer.model.state_dict(), 0)
         pool_time = self.costs.pool_time(sum(g.tokens for g in groups))
         facts.update(generation_compute=self.costs.compute(pool_time), rollouts=sum(len(g.rewards) for g in groups),
-                     correct=sum(sum(r >= 1.0 for r in g.rewards) for g in groups))
+                     correct=sum(sum(map(is_correct, g.rewards)) for g in groups))
         facts["compute"] = facts.get("training_compute", 0.0) + facts["generation_compute"]
         self.pool_facts = facts
         self.metrics.extend((f"pool/{k}", float(v), 0) for k, v in facts.items())  # what the pool cost, in MLflow
@@ -232,7 +232,6 @@ class Pipeline(Executor):
     # ---- workers --------------------------------------------------------------------------
     def _start_generation(self, worker: int) -> None:
         index = self.generations_started  # the stream position too: each start takes the next prompt
-        self.stream_position += 1
         self.generations_started += 1
         group = self.ahead.pop(index, None)
         if group is None or group.policy_version != self.engine.version:
@@ -332,7 +331,7 @@ class Pipeline(Executor):
         return out
 
     # ---- checkpoints ----------------------------------------------------------------------
-    STATE = ("time", "events", "seq", "stream_position", "generations_started", "ahead", "engine_calls",
+    STATE = ("time", "events", "seq", "generations_started", "ahead", "engine_calls",
              "engine_rows", "trainer_busy", "trainer_busy_time", "worker_busy_time", "worker_started", "metrics",
              "last_checkpoint", "wall_seconds", "trainer_step", "rollouts_generated", "samples_trained", "eval_history",
              "eval_samples", "tokens_generated", "tokens_trained", "pool_facts")

@@ -39,30 +39,13 @@ import time
 from pathlib import Path
 
 from benchmark.engine.boundary import BoxError, exec_program, sandbox_mode, start_box
-from benchmark.engine.box import HEADER, encode, plain_rollout
-from benchmark.rollout import Rollout
-from benchmark.strategy import Batch, ReplayStrategy, StrategyContext, StrategyError, StrategyFailure
+from benchmark.engine.box import HEADER, SampledIds, encode, plain_rollout
+from benchmark.strategy import ReplayStrategy, StrategyContext, StrategyError, StrategyFailure
 from benchmark.workload import LimitsConfig
 
 STARTUP_TIMEOUT = 60.0  # the strategy's import and constructor
 CALL_REPLY_BYTES = 1 << 20  # a reply to add, sample or pool_request (a sample's is a few kB)
 MAX_SOURCE_BYTES = 4 << 20  # a strategy file
-
-
-@dataclasses.dataclass(frozen=True)
-class SampledIds:
-    """A batch from the box: ids of the engine's own rollouts, with the weights and regroup lists as sent."""
-
-    ids: list[int]
-    weights: object = None
-    regroup: object = None
-    recompute_behaviour: object = None
-
-    def resolve(self, known: dict[int, Rollout]) -> Batch:
-        missing = next((rid for rid in self.ids if rid not in known), None)
-        if missing is not None:
-            raise StrategyFailure(f"fabricated: rollout {missing} was never produced by the engine")
-        return Batch([known[rid] for rid in self.ids], self.weights, self.regroup, self.recompute_behaviour)
 
 
 class ReplyTooLarge(Exception):
@@ -232,7 +215,7 @@ class IsolatedStrategy(ReplayStrategy):
 
     @staticmethod
     def _ctx(ctx: StrategyContext) -> list:
-        return [ctx.trainer_step, ctx.policy_version, ctx.num_trainers]
+        return [ctx.policy_version, ctx.num_trainers]
 
     def add(self, rollouts, ctx):
         self._call("add", rollouts=self._hand_over(rollouts), ctx=self._ctx(ctx))
@@ -243,24 +226,10 @@ class IsolatedStrategy(ReplayStrategy):
     def sample(self, batch_size, ctx):
         trained, self.last_batch_ids = self.last_batch_ids, []
         reply = self._call("sample", batch_size=batch_size, ctx=self._ctx(ctx), trained=trained)
-        batch = self._batch(reply, batch_size)
+        batch = SampledIds.from_message(reply, batch_size)
         if batch is not None:
             self.last_batch_ids = list(batch.ids)
         return batch
-
-    def _batch(self, reply, batch_size: int) -> SampledIds | None:
-        """The reply to `sample`, read strictly: rollout ids, weights, regroup (the ledger checks the rest)."""
-        if reply is None:
-            return None
-        if not isinstance(reply, dict):
-            raise StrategyFailure("garbage: sample() sent a reply the engine cannot read")
-        if "not_a_list" in reply:
-            raise StrategyFailure(f"garbage: sample() must return a list of exactly {batch_size} rollouts or None, "
-                                  f"got {reply['not_a_list']}")
-        ids = reply.get("ids")
-        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-            raise StrategyFailure("garbage: sample() sent a reply the engine cannot read")
-        return SampledIds(ids, reply.get("weights"), reply.get("regroup"), reply.get("recompute_behaviour"))
 
     def pool_request(self):
         return self._call("pool_request")

@@ -14,6 +14,7 @@ from typing import Callable
 from benchmark.grading.prompts import identity
 from benchmark.grading.tasks import Task
 from benchmark.rl.generation import GenerationEngine
+from benchmark.rollout import is_correct
 
 EVAL_BATCH = 256  # prompts per generate call in the pipeline's evaluations
 
@@ -40,8 +41,8 @@ class Samples:
         return len(self.completions[0]) if self.completions else 0
 
     def pass_at(self, k: int) -> float:
-        """pass@k averaged over problems; a sample counts as correct when its score is 1."""
-        correct = [sum(s >= 1.0 for s in row) for row in self.scores]
+        """pass@k averaged over problems; a sample counts as correct by is_correct."""
+        correct = [sum(map(is_correct, row)) for row in self.scores]
         return sum(pass_at_k(self.n, c, k) for c in correct) / len(correct)
 
 

@@ -181,12 +181,3 @@ def grade_many(pairs, timeout: float = DEFAULT_TIMEOUT, workers: int = 2) -> lis
     """grade() over (gold, completion) pairs, `workers` at a time, in order."""
     with ThreadPoolExecutor(workers) as pool:
         return list(pool.map(lambda pair: grade(*pair, timeout=timeout), pairs))
-
-
-def close_workers() -> None:
-    """Stop the idle worker processes (they also end with this process)."""
-    while True:
-        try:
-            _idle.get_nowait().kill()
-        except queue.Empty:
-            return

@@ -10,8 +10,6 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
-
 from benchmark import tracking
 from benchmark.leaderboard import LeaderboardError, scoring
 from benchmark.leaderboard.compliance import (
@@ -115,58 +113,144 @@ def pooled_distribution(per_run: list[dict | None]) -> dict[str, float] | None:
     return {k: pooled[k] / total for k in sorted(pooled, key=lambda k: -1 if k == "new" else int(k))}
 
 
+@dataclasses.dataclass
+class SortedRuns:
+    """The store's runs sorted for the board: each entry's compliant runs, and what is left out and why."""
+
+    entries: dict = dataclasses.field(default_factory=dict)  # key -> {"identity", "runs": {w: [rec]}, "groups"}
+    excluded: list = dataclasses.field(default_factory=list)
+    failed_groups: dict = dataclasses.field(default_factory=dict)  # (name, group) -> its excluded runs
+    previews: list = dataclasses.field(default_factory=list)  # `submit --preview` runs: beside the board, unranked
+    unscored: dict = dataclasses.field(default_factory=dict)  # workload without a frozen target -> its run count
+
+    def exclude(self, rec: RunRecord, reason: str) -> None:
+        self.excluded.append({"run_id": rec.run_id, "workload": rec.workload, "strategy": rec.strategy,
+                              "name": rec.name or rec.strategy, "group": rec.group, "seed": rec.seed,
+                              "track": rec.track, "reason": reason})
+
+
+def _preview(rec: RunRecord) -> dict:
+    curve = rec.summary["eval_curve"]
+    return {"workload": rec.workload, "name": rec.name or rec.strategy, "run_id": rec.run_id, "seed": rec.seed,
+            "budget": rec.summary["config"]["workload"]["budget"],
+            "best_accuracy": max(p["accuracy"] for p in curve),
+            "accuracy_curve": {"compute": [p["compute"] for p in curve], "accuracy": [p["accuracy"] for p in curve]}}
+
+
+def sort_runs(records: list[RunRecord], targets: dict[str, dict], track: str | None = None) -> SortedRuns:
+    """Every run into its entry, or out with the reason (failed, not compliant, not a scored seed, a duplicate)."""
+    ref_ids = {rid for t in targets.values() for rid in t["run_ids"]}
+    # the reference's configuration, every track measured against it: its scored seeds join any track's board
+    ref_groups = {t["reference"].get("group") for t in targets.values()} - {None}
+    out = SortedRuns()
+    for rec in records:
+        if track is not None and rec.track != track and rec.run_id not in ref_ids and rec.group not in ref_groups:
+            continue
+        if rec.preview and rec.workload in targets and rec.status == "finished" and rec.summary:
+            out.previews.append(_preview(rec))
+        if rec.workload not in targets:
+            out.unscored[rec.workload] = out.unscored.get(rec.workload, 0) + 1
+            continue
+        target = targets[rec.workload]
+        reason = exclusion_reason(rec) or compliance_problem(rec, target) or _seed_problem(rec, target)
+        if reason:
+            out.exclude(rec, reason)
+            out.failed_groups.setdefault((rec.name or rec.strategy, rec.group), []).append(rec)
+            continue
+        key, ident = _entry_identity(rec.summary, target["workload_config"], rec.name)
+        entry = out.entries.setdefault(key, {"identity": ident, "runs": {}, "groups": {}})
+        entry["runs"].setdefault(rec.workload, []).append(rec)
+        entry["groups"][rec.workload] = rec.group
+    for entry in out.entries.values():
+        for w, runs in entry["runs"].items():
+            kept, dropped = dedupe_seeds(runs)
+            entry["runs"][w] = kept
+            for rec, reason in dropped:
+                out.exclude(rec, reason)
+    return out
+
+
+def _unusable_configurations(runs: SortedRuns) -> list[dict]:
+    """A configuration none of whose runs counts: listed as not ranked, with the reasons."""
+    used_groups = {g for e in runs.entries.values() for g in e["groups"].values()}
+    out = []
+    for (strategy, group), recs in sorted(runs.failed_groups.items()):
+        if group not in used_groups:
+            reasons = sorted({e["reason"] for e in runs.excluded if e["run_id"] in {r.run_id for r in recs}})
+            out.append({"key": f"{strategy}/{group[:8]}", "strategy": strategy,
+                        "reason": f"no usable run ({len(recs)} excluded): " + "; ".join(reasons)[:500],
+                        "run_ids": sorted(r.run_id for r in recs)})
+    return out
+
+
+def _flags(entry: dict, per_w: dict, excluded: list[dict]) -> list[str]:
+    flags = []
+    for w, score in per_w.items():
+        if score.missing_seeds:
+            flags.append(f"no counting run of seed{'s' if len(score.missing_seeds) > 1 else ''} "
+                         f"{', '.join(map(str, score.missing_seeds))} on {w}: counted as failed")
+    n_excl = sum(1 for x in excluded if x["group"] in entry["groups"].values()
+                 and not x["reason"].startswith("held out"))  # the target's own runs are apart by design
+    if n_excl:
+        flags.append(f"{n_excl} run(s) excluded, see below")
+    return flags
+
+
+def _is_reference(ident: dict, per_w: dict, targets: dict[str, dict]) -> bool:
+    """The frozen runs themselves, or the same reference configuration run again (e.g. on a fresh clone)."""
+    return any(set(targets[w]["run_ids"]) & set(per_w[w].run_ids) or (
+        ident["strategy"] == REFERENCE and "sync_every" not in ident and (ident["workers"], ident["trainers"]) == (
+            targets[w]["reference"]["workers"], targets[w]["reference"]["trainers"])) for w in per_w)
+
+
+def _entry_record(key: str, entry: dict, per_w: dict, score: scoring.EntryScore, name: str, label: str,
+                  runs: SortedRuns, targets: dict[str, dict]) -> dict:
+    ident = entry["identity"]
+    if "sync_every" in ident and "sync" not in label:
+        label += f" (sync every {ident['sync_every']})"
+    return {
+        "rank": score.rank, "rank_interval": score.rank_interval, "band": score.band, "key": key, "label": label,
+        "name": name, "strategy": ident["strategy"], "strategy_sha256": ident["sha256"], "params": ident["params"],
+        "workers": ident["workers"], "trainers": ident["trainers"], "open_track": ident.get("open_track", {}),
+        "reference": _is_reference(ident, per_w, targets),
+        "score": {k: getattr(score, k) for k in ("reached", "workloads_reached", "speedup_geomean", "ci95",
+                                                  "best_vs_target", "best_vs_target_ci95")},
+        "performance_profile": score.performance_profile, "flags": _flags(entry, per_w, runs.excluded),
+        "workloads": {w: _workload_record(entry["groups"][w], per_w[w], entry["runs"][w], targets[w]["budget"])
+                      for w in per_w},
+    }
+
+
+def _rules(resamples: int) -> dict:
+    return {"version": scoring.RULES_VERSION, "reference": REFERENCE,
+            "target_fraction": scoring.TARGET_FRACTION, "tau_max": scoring.TAU_MAX,
+            "bootstrap": "paired over the workload's scored seeds", "bootstrap_resamples": resamples,
+            "bootstrap_seed": scoring.BOOTSTRAP_SEED, "interval": scoring.INTERVAL,
+            "compute_to_target_median": "lower median", "missing_seed": "a failure",
+            "not_reached": "ranked below every entry that reaches the target, by best accuracy / target",
+            "best_accuracy": "maximum of the median curve over seeds",
+            "readme": "leaderboard/README.md"}
+
+
+def _workload_facts(targets: dict[str, dict], present: set[str]) -> dict:
+    return {w: {"version": t["workload_version"], "budget": t["budget"], "scored_seeds": scored_seeds(t),
+                "target_accuracy": t["target_accuracy"],
+                "reference_compute_to_target": t["reference_compute_to_target"],
+                "reference_run_ids": t["run_ids"], "target_created": t["created"],
+                "target_file": f"leaderboard/targets/{w}.json",
+                # the runs that set the target, absent from this store (e.g. a fresh clone's)
+                "target_runs_missing": sorted(set(t["run_ids"]) - present)} for w, t in targets.items()}
+
+
 def build_results(records: list[RunRecord], targets: dict[str, dict], track: str | None = None,
                   resamples: int = scoring.BOOTSTRAP_RESAMPLES, tracking_uri: str | None = None) -> dict:
     """The whole leaderboard as a dict of plain Python values (never reached: math.inf); every number traces
     to MLflow run ids."""
     workloads = sorted(targets)
-    ref_ids = {rid for t in targets.values() for rid in t["run_ids"]}
-    present = {rec.run_id for rec in records}
-    # the reference's configuration, every track measured against it: its scored seeds join any track's board
-    ref_groups = {t["reference"].get("group") for t in targets.values()} - {None}
-    excluded, unscored = [], {}
-    by_entry: dict[str, dict] = {}  # key -> {"identity", "runs": {workload: [RunRecord]}}
-    failed_groups: dict[tuple, list] = {}
-
-    def exclude(rec, reason):
-        excluded.append({"run_id": rec.run_id, "workload": rec.workload, "strategy": rec.strategy,
-                         "name": rec.name or rec.strategy, "group": rec.group, "seed": rec.seed, "track": rec.track,
-                         "reason": reason})
-
-    previews = []  # `submit --preview` runs: shown beside the board, never ranked
-    for rec in records:
-        if track is not None and rec.track != track and rec.run_id not in ref_ids and rec.group not in ref_groups:
-            continue
-        if rec.preview and rec.workload in targets and rec.status == "finished" and rec.summary:
-            previews.append({"workload": rec.workload, "name": rec.name or rec.strategy, "run_id": rec.run_id,
-                             "seed": rec.seed, "budget": rec.summary["config"]["workload"]["budget"],
-                             "best_accuracy": max(p["accuracy"] for p in rec.summary["eval_curve"]),
-                             "accuracy_curve": {"compute": [p["compute"] for p in rec.summary["eval_curve"]],
-                                                "accuracy": [p["accuracy"] for p in rec.summary["eval_curve"]]}})
-        if rec.workload not in targets:
-            unscored[rec.workload] = unscored.get(rec.workload, 0) + 1
-            continue
-        reason = exclusion_reason(rec) or compliance_problem(rec, targets[rec.workload]) or _seed_problem(
-            rec, targets[rec.workload])
-        if reason:
-            exclude(rec, reason)
-            failed_groups.setdefault((rec.name or rec.strategy, rec.group), []).append(rec)
-            continue
-        key, ident = _entry_identity(rec.summary, targets[rec.workload]["workload_config"], rec.name)
-        entry = by_entry.setdefault(key, {"identity": ident, "runs": {}, "groups": {}})
-        entry["runs"].setdefault(rec.workload, []).append(rec)
-        entry["groups"][rec.workload] = rec.group
-
-    for entry in by_entry.values():
-        for w, runs in entry["runs"].items():
-            kept, dropped = dedupe_seeds(runs)
-            entry["runs"][w] = kept
-            for rec, reason in dropped:
-                exclude(rec, reason)
-
+    runs = sort_runs(records, targets, track)
     draws = {w: scoring.seed_draws(w, len(scored_seeds(targets[w])), resamples) for w in workloads}
     ranked, not_ranked = [], []
-    for key, entry in sorted(by_entry.items()):
+    for key, entry in sorted(runs.entries.items()):
         missing = [w for w in workloads if w not in entry["runs"]]
         if missing:
             not_ranked.append({"key": key, "strategy": entry["identity"].get("name", entry["identity"]["strategy"]),
@@ -181,103 +265,32 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
             per_w[w] = scoring.score_workload(seeds, scored_seeds(t), t["target_accuracy"], t["budget"],
                                               t["reference_compute_to_target"], draws[w])
         ranked.append((key, entry, per_w))
+    not_ranked += _unusable_configurations(runs)
 
-    used_groups = {g for e in by_entry.values() for g in e["groups"].values()}
-    for (strategy, group), recs in sorted(failed_groups.items()):
-        if group not in used_groups:  # a configuration with no usable run at all
-            reasons = sorted({e["reason"] for e in excluded if e["run_id"] in {r.run_id for r in recs}})
-            not_ranked.append({"key": f"{strategy}/{group[:8]}", "strategy": strategy,
-                               "reason": f"no usable run ({len(recs)} excluded): " + "; ".join(reasons)[:500],
-                               "run_ids": sorted(r.run_id for r in recs)})
-
-    def per_workload(attr):  # (entries, workloads)
-        return np.array([[getattr(pw[w], attr) for w in workloads] for _, _, pw in ranked]).reshape(
-            len(ranked), len(workloads))
-
-    def boot_per_workload(attr):  # (resamples, entries, workloads)
-        return np.stack([np.stack([getattr(pw[w], attr) for w in workloads], axis=-1) for _, _, pw in ranked],
-                        axis=1) if ranked else np.zeros((resamples, 0, len(workloads)))
-
-    tiers, values = scoring.entry_scores(
-        per_workload("reached").astype(bool),
-        np.array([[pw[w].speedup["median"] for w in workloads] for _, _, pw in ranked]).reshape(
-            len(ranked), len(workloads)),
-        per_workload("relative_best"))
-    boot_best = boot_per_workload("boot_relative_best")
-    boot_tiers, boot_values = scoring.entry_scores(boot_per_workload("boot_reached"),
-                                                   boot_per_workload("boot_speedup"), boot_best)
-    boot_geomean_speedup = np.where(boot_tiers == len(workloads), boot_values, 0.0)  # (resamples, entries)
-    boot_geomean_best = np.exp(np.log(np.maximum(boot_best, 1e-12)).mean(axis=-1))
-    profile = scoring.performance_profile_scores(
-        {key: {w: pw[w].compute_to_target["median"] for w in workloads} for key, _, pw in ranked}, workloads)
-    point, intervals, bands = scoring.rank_with_confidence(values, boot_values, tiers, boot_tiers)
-
+    scores = scoring.score_entries([pw for _, _, pw in ranked],
+                                   [{w: pw[w].compute_to_target["median"] for w in workloads} for _, _, pw in ranked],
+                                   workloads, resamples)
     names = [e["identity"].get("name", e["identity"]["strategy"]) for _, e, _ in ranked]
     labels = _labels(names, [e["identity"] for _, e, _ in ranked], [key for key, _, _ in ranked])
-    entries = []
-    for i, (key, entry, per_w) in enumerate(ranked):
-        ident = entry["identity"]
-        label = labels[i]
-        if "sync_every" in ident and "sync" not in label:
-            label += f" (sync every {ident['sync_every']})"
-        flags = []
-        for w in workloads:
-            if per_w[w].missing_seeds:
-                flags.append(f"no counting run of seed{'s' if len(per_w[w].missing_seeds) > 1 else ''} "
-                             f"{', '.join(map(str, per_w[w].missing_seeds))} on {w}: counted as failed")
-        n_excl = sum(1 for x in excluded if x["group"] in entry["groups"].values()
-                     and not x["reason"].startswith("held out"))  # the target's own runs are apart by design
-        if n_excl:
-            flags.append(f"{n_excl} run(s) excluded, see below")
-        # the frozen runs themselves, or the same reference configuration run again (e.g. on a fresh clone)
-        is_ref = any(set(targets[w]["run_ids"]) & set(per_w[w].run_ids) or (
-            ident["strategy"] == REFERENCE and "sync_every" not in ident and (ident["workers"], ident["trainers"]) == (
-                targets[w]["reference"]["workers"], targets[w]["reference"]["trainers"])) for w in workloads)
-        entries.append({
-            "rank": point[i], "rank_interval": list(intervals[i]), "band": bands[i], "key": key, "label": label,
-            "name": names[i], "strategy": ident["strategy"], "strategy_sha256": ident["sha256"],
-            "params": ident["params"],
-            "workers": ident["workers"], "trainers": ident["trainers"], "open_track": ident.get("open_track", {}),
-            "reference": is_ref,
-            "score": {"reached": int(tiers[i]) == len(workloads), "workloads_reached": int(tiers[i]),
-                      "speedup_geomean": float(values[i]) if int(tiers[i]) == len(workloads) else None,
-                      "ci95": list(scoring.interval(boot_geomean_speedup[:, i])),
-                      "best_vs_target": scoring.geometric_mean(per_w[w].relative_best for w in workloads),
-                      "best_vs_target_ci95": list(scoring.interval(boot_geomean_best[:, i]))},
-            "performance_profile": profile[key], "flags": flags,
-            "workloads": {w: _workload_record(entry["groups"][w], per_w[w], entry["runs"][w], targets[w]["budget"])
-                          for w in workloads},
-        })
+    entries = [_entry_record(key, entry, per_w, score, name, label, runs, targets)
+               for (key, entry, per_w), score, name, label in zip(ranked, scores, names, labels)]
     entries.sort(key=lambda e: (e["rank"], e["band"], -e["performance_profile"], e["label"]))
-    excluded.sort(key=lambda e: (e["workload"], e["strategy"], e["group"], e["seed"] if e["seed"] is not None else -1,
-                                 e["run_id"]))
+    runs.excluded.sort(key=lambda e: (e["workload"], e["strategy"], e["group"],
+                                      e["seed"] if e["seed"] is not None else -1, e["run_id"]))
     return plain_values({
         "schema": SCHEMA,
         "generated": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
         "code_version": code_version(),
         "mlflow": {"tracking_uri": tracking_uri, "experiments": [experiment_name(w) for w in workloads]},
         "track": track,
-        "rules": {"version": scoring.RULES_VERSION, "reference": REFERENCE,
-                  "target_fraction": scoring.TARGET_FRACTION, "tau_max": scoring.TAU_MAX,
-                  "bootstrap": "paired over the workload's scored seeds", "bootstrap_resamples": resamples,
-                  "bootstrap_seed": scoring.BOOTSTRAP_SEED, "interval": scoring.INTERVAL,
-                  "compute_to_target_median": "lower median", "missing_seed": "a failure",
-                  "not_reached": "ranked below every entry that reaches the target, by best accuracy / target",
-                  "best_accuracy": "maximum of the median curve over seeds",
-                  "readme": "leaderboard/README.md"},
-        "workloads": {w: {"version": t["workload_version"], "budget": t["budget"], "scored_seeds": scored_seeds(t),
-                          "target_accuracy": t["target_accuracy"],
-                          "reference_compute_to_target": t["reference_compute_to_target"],
-                          "reference_run_ids": t["run_ids"], "target_created": t["created"],
-                          "target_file": f"leaderboard/targets/{w}.json",
-                          # the runs that set the target, absent from this store (e.g. a fresh clone's)
-                          "target_runs_missing": sorted(set(t["run_ids"]) - present)} for w, t in targets.items()},
+        "rules": _rules(resamples),
+        "workloads": _workload_facts(targets, {rec.run_id for rec in records}),
         "entries": entries,
         "not_ranked": not_ranked,
-        "previews": sorted(previews, key=lambda p: (p["workload"], p["name"], p["run_id"])),
-        "excluded_runs": excluded,
+        "previews": sorted(runs.previews, key=lambda p: (p["workload"], p["name"], p["run_id"])),
+        "excluded_runs": runs.excluded,
         "unscored_workloads": {w: {"runs": n, "fix": f"replaybench leaderboard freeze-target --workload {w}"}
-                               for w, n in sorted(unscored.items())},
+                               for w, n in sorted(runs.unscored.items())},
     })
 
 

@@ -150,15 +150,15 @@ def speedup(reference_ctt: float, ctt: float) -> float:
     return reference_ctt / ctt
 
 
-def geometric_mean(values) -> float:
-    v = list(values)
-    if not v:
+def geometric_mean(values, axis: int = -1):
+    """The geometric mean along `axis` (the one definition the board uses): 0 when any value is 0 or less;
+    a float for a 1-D input, an array of the other axes otherwise."""
+    v = np.asarray(values, dtype=float)
+    if v.ndim == 1 and v.size == 0:
         return math.nan
-    if len(v) == 1:
-        return float(v[0])
-    if any(x <= 0 for x in v):
-        return 0.0
-    return float(math.exp(sum(math.log(x) for x in v) / len(v)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.exp(np.log(np.maximum(v, 0.0)).mean(axis=axis))
+    return float(mean) if v.ndim == 1 else mean
 
 
 @dataclass(frozen=True)
@@ -328,10 +328,56 @@ def entry_scores(reached: np.ndarray, speedups: np.ndarray, relative_bests: np.n
     ties with one that does not. value = the geometric mean over workloads of the speedup where the target
     is reached and of best accuracy / target where it is not (below 1: it orders the entries that fail)."""
     reached = np.asarray(reached, dtype=bool)
-    per_workload = np.where(reached, speedups, relative_bests)
-    with np.errstate(divide="ignore"):
-        value = np.exp(np.log(np.maximum(per_workload, 0.0)).mean(axis=-1))
-    return reached.sum(axis=-1), value
+    value = geometric_mean(np.atleast_2d(np.where(reached, speedups, relative_bests)))
+    return reached.sum(axis=-1), value.reshape(reached.shape[:-1])
+
+
+@dataclass
+class EntryScore:
+    """One entry's place on the board: its score over every workload, with intervals, and its rank."""
+
+    reached: bool  # the median run reaches the target on every workload
+    workloads_reached: int
+    speedup_geomean: float | None  # None when some workload is not reached
+    ci95: list[float]
+    best_vs_target: float
+    best_vs_target_ci95: list[float]
+    performance_profile: float
+    rank: int
+    rank_interval: list[int]
+    band: int
+
+
+def score_entries(per_entry: list[dict[str, WorkloadScore]], medians_ctt: list[dict[str, float]],
+                  workloads: list[str], resamples: int = BOOTSTRAP_RESAMPLES) -> list[EntryScore]:
+    """Every entry's score across workloads, ranked together: per_entry[i][w] = score_workload of entry i on w
+    (all from the same seed draws, so the bootstrap stays paired across entries)."""
+    n, k = len(per_entry), len(workloads)
+
+    def point(attr):  # (entries, workloads)
+        return np.array([[getattr(pw[w], attr) for w in workloads] for pw in per_entry], dtype=float).reshape(n, k)
+
+    def boot(attr):  # (resamples, entries, workloads)
+        if not per_entry:
+            return np.zeros((resamples, 0, k))
+        return np.stack([np.stack([getattr(pw[w], attr) for w in workloads], axis=-1) for pw in per_entry], axis=1)
+
+    speedups = np.array([[pw[w].speedup["median"] for w in workloads] for pw in per_entry]).reshape(n, k)
+    tiers, values = entry_scores(point("reached").astype(bool), speedups, point("relative_best"))
+    boot_best = boot("boot_relative_best")
+    boot_tiers, boot_values = entry_scores(boot("boot_reached"), boot("boot_speedup"), boot_best)
+    boot_speedup_geomean = np.where(boot_tiers == k, boot_values, 0.0)  # (resamples, entries)
+    boot_best_geomean = geometric_mean(boot_best)
+    profile = performance_profile_scores(dict(enumerate(medians_ctt)), workloads)
+    ranks, intervals, bands = rank_with_confidence(values, boot_values, tiers, boot_tiers)
+    return [EntryScore(reached=int(tiers[i]) == k, workloads_reached=int(tiers[i]),
+                       speedup_geomean=float(values[i]) if int(tiers[i]) == k else None,
+                       ci95=list(interval(boot_speedup_geomean[:, i])),
+                       best_vs_target=geometric_mean([pw[w].relative_best for w in workloads]),
+                       best_vs_target_ci95=list(interval(boot_best_geomean[:, i])),
+                       performance_profile=profile[i], rank=ranks[i], rank_interval=list(intervals[i]),
+                       band=bands[i])
+            for i, pw in enumerate(per_entry)]
 
 
 def competition_ranks(scores, tiers=None) -> np.ndarray:

@@ -122,6 +122,21 @@ def clipped_policy_loss(
     return loss, ratio_stats(ratio.detach(), mask, clipped_tokens)
 
 
+def _per_sample(rollouts: list[Rollout], field: str, like: torch.Tensor) -> torch.Tensor:
+    return torch.tensor([getattr(r, field) for r in rollouts], dtype=torch.float32, device=like.device)
+
+
+# Each registered loss (benchmark.workload.LOSSES names them for the schema) from the batch's log-probs and its
+# rollouts: (logprobs, behaviour, rollouts, mask, cfg, weights, normaliser) -> (loss, ratio statistics).
+LOSS_FUNCTIONS = {
+    "grpo": lambda logp, behaviour, rollouts, mask, cfg, weights, normaliser: clipped_policy_loss(
+        logp, behaviour, _per_sample(rollouts, "advantage", logp), mask, cfg, weights, normaliser),
+    "asymre": lambda logp, behaviour, rollouts, mask, cfg, weights, normaliser: asymre_loss(
+        logp, behaviour, _per_sample(rollouts, "reward", logp), _per_sample(rollouts, "group_reward_mean", logp),
+        mask, cfg, weights, normaliser),
+}
+
+
 def pad_batch(rollouts: list[Rollout], pad_id: int):
     """Right-padded input ids, attention mask, completion mask and behaviour log-probs.
 
@@ -309,15 +324,8 @@ class GRPOTrainer:
             rows = torch.tensor(recompute, device=device)
             behaviour = behaviour.clone()
             behaviour[rows] = logp.detach()[rows].to(behaviour.dtype)
-        if self.loss_cfg.kind == "asymre":
-            rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32, device=device)
-            baselines = torch.tensor([r.group_reward_mean for r in rollouts], dtype=torch.float32, device=device)
-            loss, stats = asymre_loss(logp, behaviour, rewards, baselines, completion_mask, self.loss_cfg, w,
-                                      normaliser)
-        else:
-            advantages = torch.tensor([r.advantage for r in rollouts], dtype=torch.float32, device=device)
-            loss, stats = clipped_policy_loss(logp, behaviour, advantages, completion_mask, self.loss_cfg, w,
-                                              normaliser)
+        loss, stats = LOSS_FUNCTIONS[self.loss_cfg.kind](logp, behaviour, rollouts, completion_mask, self.loss_cfg, w,
+                                                         normaliser)
         return loss, stats, (entropy.detach() * completion_mask).sum(), completion_mask.sum()
 
     def _accumulate_micro_batches(self, rollouts: list[Rollout], weights: list[float] | None,

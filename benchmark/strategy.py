@@ -19,10 +19,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from benchmark.errors import UserError
 from benchmark.rollout import Rollout
 
 
-class StrategyError(Exception):
+class StrategyError(UserError):
     """A strategy file that cannot be loaded or does not honour the API; the message names the fix."""
 
 

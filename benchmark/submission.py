@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from benchmark.errors import UserError
 from benchmark.paths import BASELINES_DIR
 from benchmark.workload import LOSSES, Workload, load_workload
 
@@ -34,7 +35,7 @@ OPEN_TRACK_GRPO = ("asymre_delta", "eps_low", "eps_high", "lr")
 BASELINES_FILE = BASELINES_DIR / "baselines.yaml"
 
 
-class SubmissionError(Exception):
+class SubmissionError(UserError):
     """A submission that does not validate; the message names every problem and its fix."""
 
 

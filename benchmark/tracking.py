@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from benchmark.errors import UserError
 from benchmark.paths import REPO_ROOT
 
 RUNS_DIR = Path(os.environ.get("REPLAYBENCH_RUNS_DIR") or REPO_ROOT / "runs")  # checkpoints and the default store
@@ -34,7 +35,7 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{RUNS_DIR / 'mlflow.db'}"
 
 
-class TrackingError(Exception):
+class TrackingError(UserError):
     """An MLflow store that cannot be used; the message names the store and the fix."""
 
 

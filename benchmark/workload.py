@@ -12,12 +12,13 @@ from pathlib import Path
 
 import yaml
 
+from benchmark.errors import UserError
 from benchmark.paths import WORKLOADS_DIR
 
 LOSSES = ("grpo", "asymre")  # grpo: clipped importance ratio; asymre: asymmetric REINFORCE
 
 
-class WorkloadError(Exception):
+class WorkloadError(UserError):
     """A workload that cannot be found or does not validate; the message names the fix."""
 
 

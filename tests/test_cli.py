@@ -349,3 +349,27 @@ def test_a_folder_store_is_refused_before_any_work(monkeypatch, capsys):
     assert main(["eval", "--model", "tasks/arith_tiny/checkpoint", "--task", "arith_tiny", "--limit", "5"]) == 2
     assert time.monotonic() - start < 5  # refused before the model loads, not after the evaluation
     assert "sqlite:///./mlruns.db" in " ".join(capsys.readouterr().err.split())
+
+
+def test_every_error_a_user_can_cause_is_a_user_error():
+    """The command line prints a UserError as one message and exits 2; any other exception is a bug."""
+    import benchmark.cli.eval
+    import benchmark.engine.executor
+    import benchmark.grading
+    import benchmark.grading.grade_file
+    import benchmark.grading.prompts
+    import benchmark.leaderboard
+    import benchmark.rl.generation
+    import benchmark.rl.policy
+    import benchmark.strategy
+    import benchmark.submission
+    import benchmark.tracking
+    import benchmark.workload
+    from benchmark.errors import UserError
+
+    kinds = [benchmark.workload.WorkloadError, benchmark.submission.SubmissionError, benchmark.strategy.StrategyError,
+             benchmark.strategy.StrategyFailure, benchmark.engine.executor.RunError, benchmark.grading.TaskError,
+             benchmark.rl.policy.PolicyError, benchmark.rl.generation.EngineError, benchmark.tracking.TrackingError,
+             benchmark.leaderboard.LeaderboardError, benchmark.cli.eval.EvalError,
+             benchmark.grading.grade_file.GradingError, benchmark.grading.prompts.PromptError]
+    assert all(issubclass(kind, UserError) for kind in kinds)

@@ -11,17 +11,8 @@ from benchmark import tracking
 from benchmark.cli import doctor, leaderboard, plan, runs, sweep, tools
 from benchmark.cli import eval as evaluation  # not the builtin
 from benchmark.cli.options import console, quiet_libraries
+from benchmark.errors import UserError
 
-# The errors a user can cause, by module: looked up when one is raised, so that parsing the command line loads
-# none of the engine (torch); a module that was never imported raised none of them.
-USER_ERRORS = {"benchmark.workload": "WorkloadError", "benchmark.strategy": "StrategyError",
-               "benchmark.grading": "TaskError", "benchmark.rl.policy": "PolicyError",
-               "benchmark.engine.executor": "RunError", "benchmark.submission": "SubmissionError",
-               "benchmark.rl.generation": "EngineError", "benchmark.tracking": "TrackingError"}
-
-
-def user_errors() -> tuple[type, ...]:
-    return tuple(getattr(sys.modules[module], name) for module, name in USER_ERRORS.items() if module in sys.modules)
 # each adds its subcommands with add_parsers
 COMMAND_MODULES = (runs, sweep, plan, tools, evaluation, doctor, leaderboard)
 
@@ -87,9 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         if problem:  # before the work, whose results the store would then refuse
             raise tracking.TrackingError(problem)
         return args.func(args)
-    except Exception as exc:
-        if not isinstance(exc, user_errors()):
-            raise
+    except UserError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")  # escaped: messages may hold [brackets]
         return 2
     except KeyboardInterrupt:

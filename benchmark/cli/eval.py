@@ -24,10 +24,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from benchmark.errors import UserError
+
 console = Console(stderr=True)
 
 
-class EvalError(ValueError):
+class EvalError(UserError, ValueError):
     """Arguments that cannot give an evaluation; the message names the fix."""
 
 

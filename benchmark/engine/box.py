@@ -2,12 +2,12 @@
 
 The engine starts this module inside its operating-system boundary (`benchmark/engine/boundary.py`), with
 `python -S -s -B`: it imports only the standard library, numpy and the strategy API (benchmark/strategy.py,
-benchmark/rollout.py), which is all the box's file system holds. Before the strategy's module runs a line,
-`main` reads its start message from the pipe (the strategy's source, parameters, RNG seed, limits), sets the
-kernel's resource limits, adds a seccomp filter that refuses `execve` (compiled by the engine), and installs an
-audit hook. The kernel
-refuses what the box may not do (the boundary's namespaces, seccomp filter and limits); the hook only turns
-the attempts it sees into clear verdicts (`forbidden: ...`), and switching it off gains nothing.
+benchmark/rollout.py, benchmark/errors.py), which is all the box's file system holds. Before the strategy's
+module runs a line, `main` reads its start message from the pipe (the strategy's source, parameters, RNG seed,
+limits), sets the kernel's resource limits, adds a seccomp filter that refuses `execve` (compiled by the engine),
+and installs an audit hook. The kernel refuses what the box may not do (the boundary's namespaces, seccomp filter
+and limits); the hook only turns the attempts it sees into clear verdicts (`forbidden: ...`), and switching it
+off gains nothing.
 
 Messages are JSON, each framed by a 4-byte length, over a socket pair the engine made; this file holds the
 framing both sides use.

@@ -25,13 +25,14 @@ import torch
 
 from benchmark.engine.costs import CostModel, eval_points
 from benchmark.engine.ledger import StrategySpec
+from benchmark.errors import UserError
 
 Metric = tuple[str, float, int]  # (name, value, trainer step)
 WEIGHT_KEYS = ("model", "optimizer", "engine")  # the parts of an executor's state that hold tensors
 EXECUTORS = {"sim": "benchmark.engine.pipeline:Pipeline", "ray": "benchmark.engine.ray.driver:RayPipeline"}
 
 
-class RunError(Exception):
+class RunError(UserError):
     """A run that cannot start or continue; the message names the fix."""
 
 

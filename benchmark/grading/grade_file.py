@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from benchmark.errors import UserError
 from benchmark.grading import lean
 from benchmark.grading.tasks import Task, TaskError, load_task
 from benchmark.grading.verifiers import DEFAULT_TIMEOUT, TIMEOUT, grade_many
@@ -20,7 +21,7 @@ VERIFIERS = {"math": grade_many, "lean": lean.check_many}
 DEFAULT_TIMEOUTS = {"math": DEFAULT_TIMEOUT, "lean": None}
 
 
-class GradingError(ValueError):
+class GradingError(UserError, ValueError):
     """An input file that cannot be graded; the message names the line."""
 
 

@@ -17,10 +17,12 @@ thinks unless given `enable_thinking: false`).
 
 from __future__ import annotations
 
+from benchmark.errors import UserError
+
 PROMPT_FORMATS = ("auto", "chat", "plain")
 
 
-class PromptError(ValueError):
+class PromptError(UserError, ValueError):
     """A prompt format the tokenizer cannot give; the message names the fix."""
 
 

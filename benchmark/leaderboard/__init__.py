@@ -29,5 +29,8 @@ The `replaybench leaderboard` command itself is benchmark/cli/leaderboard.py.
 """
 
 
-class LeaderboardError(Exception):
+from benchmark.errors import UserError
+
+
+class LeaderboardError(UserError):
     """Scoring cannot proceed; the message names the fix."""

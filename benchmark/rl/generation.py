@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from transformers import GenerationConfig
 
+from benchmark.errors import UserError
 from benchmark.rl.weight_sync import engine_weights, load_into_model
 
 
@@ -33,7 +34,7 @@ class Completion:
     text: str  # decoded completion without special tokens
 
 
-class EngineError(Exception):
+class EngineError(UserError):
     """An engine that cannot start or load weights; the message names the fix."""
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
+from benchmark.errors import UserError
 from benchmark.paths import REPO_ROOT
 from benchmark.workload import Workload
 
@@ -25,7 +26,7 @@ def set_threads() -> None:
     torch.set_num_threads(int(os.environ.get("REPLAYBENCH_THREADS", "1")))
 
 
-class PolicyError(Exception):
+class PolicyError(UserError):
     """A model that cannot be loaded; the message names the fix."""
 
 

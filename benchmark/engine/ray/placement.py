@@ -21,8 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from benchmark.errors import UserError
 
-class PlacementError(ValueError):
+
+class PlacementError(UserError, ValueError):
     """A placement the cluster cannot hold; the message names the fix."""
 
 

@@ -91,7 +91,7 @@ def floor_share(workload, entry, seed: int = 0) -> dict:
     params = sum(p.numel() for p in pipeline.trainer.model.parameters())
     flops = 2 * params * tokens["generated"] + 6 * params * tokens["trained"]
     return {"cpu": cpu, "floor": flops / matmul_peak_flops(), "params": params, **tokens,
-            "rows_per_call": pipeline.engine_rows / max(pipeline.engine_calls, 1)}
+            "rows_per_call": pipeline.work.engine_rows / max(pipeline.work.engine_calls, 1)}
 
 
 def main() -> int:

@@ -260,25 +260,22 @@ def test_rlep_trains_its_pool_policy_first_charges_it_and_still_replays_at_the_e
 ])
 def test_generating_ahead_in_one_call_makes_the_run_of_generating_each_group_at_its_start(
         tiny_checkpoint, coin_task, monkeypatch, strategy, params):
-    from benchmark.engine.stream import derive_seed, stream_doc
     from benchmark.rl.generation import HFEngine
 
     def each_at_its_start(self, first, also=0):  # what the pipeline did before batching
-        doc = stream_doc(self.train_docs, self.seed, first)
-        [self.ahead[first]] = self._generate([doc], self.w.grpo.group_size, [derive_seed(self.seed, "generation",
-                                                                                         first)])
+        [self.ahead[first]] = self.generator.stream_groups([first])
 
     def run(pipeline_patch=None):
         with monkeypatch.context() as patched:
             if pipeline_patch:
                 patched.setattr(Pipeline, "_generate_ahead", pipeline_patch)
-                patched.setattr("benchmark.engine.pipeline.MAX_ROWS_PER_CALL", 1)
+                patched.setattr("benchmark.engine.groups.MAX_ROWS_PER_CALL", 1)
             p = make_pipeline(tiny_checkpoint, coin_task, strategy, params, start=False,
                               **{"pipeline.workers": 5, "pipeline.trainers": 3})
             # HFEngine samples each prompt of a call on its own: a group's tokens do not depend on its company
-            p.engine = HFEngine(p.engine.model, p.engine.tokenizer, version=0)
+            p.generator.engine = HFEngine(p.engine.model, p.engine.tokenizer, version=0)
             p.start()
-            return p.eval_history, logged(p.run()), p.engine_rows / p.engine_calls
+            return p.eval_history, logged(p.run()), p.work.engine_rows / p.work.engine_calls
 
     batched, alone = run(), run(each_at_its_start)
     assert batched[:2] == alone[:2]

@@ -12,6 +12,7 @@ never used for a decision.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import heapq
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 from benchmark.engine.eval_sets import eval_sets, evaluate_sets
 from benchmark.engine.executor import Checkpoint, Executor
+from benchmark.engine.groups import GroupGenerator, WorkDone
 from benchmark.engine.ledger import (
     PendingGroup,
     StrategyLedger,
@@ -27,7 +29,6 @@ from benchmark.engine.ledger import (
     open_strategy,
     reference_strategy,
 )
-from benchmark.engine.stream import derive_seed, doc_id, stream_doc
 from benchmark.grading.prompts import PromptFormat
 from benchmark.rl.grpo import GRPOTrainer
 from benchmark.rl.policy import load_start_policy
@@ -36,7 +37,6 @@ from benchmark.rollout import is_correct
 from benchmark.strategy import PoolRequest, ReplayStrategy
 
 GENERATION_DONE, TRAIN_DONE, POOL_DONE = 0, 1, 2  # at equal times, arrivals are handled before step ends
-MAX_ROWS_PER_CALL = 512  # rows of one engine call: past a few hundred, a bigger call is no faster per row
 
 
 @dataclass(order=True)
@@ -59,16 +59,16 @@ class Pipeline(Executor):
         model, self.tokenizer, self.start_info = policy or load_start_policy(workload)
         tokenizer = self.tokenizer
         self.trainer = GRPOTrainer.from_config(model, tokenizer.pad_token_id, workload.grpo)
-        # Workers share one engine holding the latest published weights: a worker picks the
-        # version up when its next generation starts, which is all the pipeline needs.
         source = workload.model.source
-        self.engine = transformers_engine(copy.deepcopy(model), tokenizer, source, version=0)
         self.eval_engine = transformers_engine(model, tokenizer, source)
-        self.train_docs = task.docs("train")
         self.eval_sets = eval_sets(workload, task)
         # The model's chat template when it has one (model.prompt_format), the same for training and evaluation.
         self.prompt = PromptFormat(tokenizer, workload.model.prompt_format, workload.model.chat_template_options)
-        self.max_new_tokens = workload.max_new_tokens or task.max_new_tokens
+        self.work = WorkDone()
+        # Workers share one engine holding the latest published weights: a worker picks the
+        # version up when its next generation starts, which is all the pipeline needs.
+        self.generator = GroupGenerator(transformers_engine(copy.deepcopy(model), tokenizer, source, version=0),
+                                        task, self.prompt, workload, seed, self.work)
         self.ledger: StrategyLedger | None = None
         self.pool_facts: dict | None = None  # what the strategy's pool cost and held (summary["pool"])
 
@@ -77,14 +77,16 @@ class Pipeline(Executor):
         self.seq = 0
         self.generations_started = 0
         self.ahead: dict[int, PendingGroup] = {}  # generations computed before their start, by start index
-        self.engine_calls = self.engine_rows = 0  # how well generation is batched: rows per call
-        self.tokens_generated = self.tokens_trained = 0  # real work, for the mu this run saw (measured())
         self.trainer_busy = False
         self.trainer_busy_time = 0.0
         self.worker_busy_time = 0.0  # finished generations only; in-flight ones are in worker_started
         self.worker_started: dict[int, float] = {}
         self.metrics: list = []  # logged since the last checkpoint
-        self.wall_seconds = {"generation": 0.0, "training": 0.0, "evaluation": 0.0, "total": 0.0}
+
+    @property
+    def engine(self):
+        """The workers' generation engine."""
+        return self.generator.engine
 
     def open_strategy(self, spec: StrategySpec) -> None:
         self.attach(open_strategy(spec, self.seed, self.w.limits), spec.track, spec.seed_secret)
@@ -105,7 +107,7 @@ class Pipeline(Executor):
 
     @property
     def wall(self) -> dict:
-        return {**self.wall_seconds, "strategy": self.ledger.seconds if self.ledger else 0.0}
+        return {**self.work.wall_seconds, "strategy": self.ledger.seconds if self.ledger else 0.0}
 
     def start(self) -> None:
         request = self.ledger.pool_request(most_pool_rollouts(self.w))
@@ -119,36 +121,15 @@ class Pipeline(Executor):
         for worker in range(self.w.pipeline.workers):
             self._start_generation(worker)
 
-    def _generate(self, docs: list[dict], n: int, seeds: list[int]) -> list[PendingGroup]:
-        """One group per doc, with the engine's current weights, as few engine calls as the row cap allows.
-        Each group depends on its own seed and the weights only, not on the other groups of its call."""
-        groups = []
-        per_call = max(1, MAX_ROWS_PER_CALL // n)
-        for start in range(0, len(docs), per_call):
-            chunk = docs[start:start + per_call]
-            t = time.perf_counter()
-            completions = self.engine.generate([self.prompt(self.task.doc_to_text(d)) for d in chunk], n=n,
-                                               temperature=self.w.grpo.temperature,
-                                               max_new_tokens=self.max_new_tokens, seed=seeds[start:start + per_call])
-            self.wall_seconds["generation"] += time.perf_counter() - t
-            self.engine_calls += 1
-            self.engine_rows += len(chunk) * n
-            groups += [PendingGroup(doc_id(doc), group, self.task.score_many(doc, [c.text for c in group]),
-                                    self.engine.version) for doc, group in zip(chunk, completions)]
-            self.tokens_generated += sum(g.tokens for g in groups[-len(chunk):])
-        return groups
-
     def _generate_pool(self, request: PoolRequest) -> None:
         """The strategy's pool: the stream's first prompts, sampled on all devices by the starting policy, or by
         the one the reference strategy trains from it for `trained_for` of the budget (charged: the clock runs)."""
         facts = {"trained_for": request.trained_for, "prompts": request.prompts, "samples": request.samples}
         if request.trained_for:
-            phase1 = self._train_pool_policy(request.trained_for)
+            phase1 = train_pool_policy(self, request.trained_for)
             self.engine.load_weights(phase1.trainer.model.state_dict(), -phase1.trainer_step)
             facts.update(training_compute=self.compute_used, training_steps=phase1.trainer_step)
-        groups = self._generate([stream_doc(self.train_docs, self.seed, position)
-                                 for position in range(request.prompts)], request.samples,
-                                [derive_seed(self.seed, "pool", position) for position in range(request.prompts)])
+        groups = self.generator.pool_groups(request.prompts, request.samples)
         if request.trained_for:  # phase 2 starts again from the starting policy
             self.engine.load_weights(self.trainer.model.state_dict(), 0)
         pool_time = self.costs.pool_time(sum(g.tokens for g in groups))
@@ -159,32 +140,13 @@ class Pipeline(Executor):
         self.metrics.extend((f"pool/{k}", float(v), 0) for k, v in facts.items())  # what the pool cost, in MLflow
         self._push(self.time + pool_time, POOL_DONE, payload=groups)
 
-    def _train_pool_policy(self, trained_for: float) -> Pipeline:
-        """RLEP's phase 1: the reference run of this seed and split, from this run's starting policy, up to
-        `trained_for` of the budget; this run's clock stands where it stopped."""
-        phase1 = Pipeline(self.w, self.task, self.seed,
-                          policy=(copy.deepcopy(self.trainer.model), self.tokenizer, self.start_info))
-        phase1.attach(reference_strategy(self.w))
-        phase1.start()
-        phase1.run_until(self.costs.elapsed(trained_for * self.w.budget))
-        self.time = phase1.time
-        self.trainer_busy_time += (1 - phase1.trainer_idle_fraction()) * phase1.time
-        self.worker_busy_time += (1 - phase1.worker_idle_fraction()) * phase1.time * self.w.pipeline.workers
-        for key in ("generation", "training"):
-            self.wall_seconds[key] += phase1.wall_seconds[key]
-        self.tokens_generated += phase1.tokens_generated
-        self.tokens_trained += phase1.tokens_trained
-        self.engine_calls += phase1.engine_calls
-        self.engine_rows += phase1.engine_rows
-        return phase1
-
     def _finish_pool(self, event: Event) -> None:
         self.rollouts_generated += self.ledger.add_pool(event.payload, self.time)
         self._start_workers()
 
     def checkpoints(self, progress=None) -> Iterator[Checkpoint]:
         t0 = time.perf_counter()
-        wall_before = self.wall_seconds["total"]
+        wall_before = self.work.wall_seconds["total"]
         points = self.eval_points()
         end_time = self.costs.elapsed(self.w.budget)
         while True:
@@ -194,7 +156,7 @@ class Pipeline(Executor):
             if next_eval is not None and next_eval < next_event:
                 self.time = next_eval
                 self._evaluate()
-                self.wall_seconds["total"] = wall_before + time.perf_counter() - t0
+                self.work.wall_seconds["total"] = wall_before + time.perf_counter() - t0
                 self.metrics.extend((f"wall/{k}_seconds", v, self.trainer_step) for k, v in self.wall.items())
                 self.last_checkpoint = Checkpoint(len(self.eval_history), self.metrics)
                 self.metrics = []
@@ -206,7 +168,7 @@ class Pipeline(Executor):
                 break
             self._handle(heapq.heappop(self.events), progress)
         self.time = end_time
-        self.wall_seconds["total"] = wall_before + time.perf_counter() - t0
+        self.work.wall_seconds["total"] = wall_before + time.perf_counter() - t0
 
     def run_until(self, end_time: float) -> None:
         """Process the events up to `end_time`, evaluating nothing."""
@@ -252,10 +214,8 @@ class Pipeline(Executor):
             step_end = self.time + self.costs.training_time(2 * self.w.grpo.batch_size)
         horizon = min(step_end, self.costs.elapsed(self.w.budget))
         coming = sum(1 for t in arrivals if t < horizon)
-        indices = range(first, first + 1 + also + coming)
-        groups = self._generate([stream_doc(self.train_docs, self.seed, i) for i in indices], self.w.grpo.group_size,
-                                [derive_seed(self.seed, "generation", i) for i in indices])
-        self.ahead = dict(zip(indices, groups))
+        positions = range(first, first + 1 + also + coming)
+        self.ahead = dict(zip(positions, self.generator.stream_groups(positions)))
 
     def _finish_generation(self, event: Event) -> None:
         self.worker_busy_time += self.time - self.worker_started.pop(event.worker)
@@ -279,8 +239,8 @@ class Pipeline(Executor):
         batch, weights = event.payload
         t = time.perf_counter()
         stats = self.trainer.step(batch, weights)
-        self.wall_seconds["training"] += time.perf_counter() - t
-        self.tokens_trained += sum(r.length for r in batch)
+        self.work.wall_seconds["training"] += time.perf_counter() - t
+        self.work.tokens_trained += sum(r.length for r in batch)
         usage = self.ledger.record_step(batch)
         self.trainer_step = self.ledger.trainer_step
         self.samples_trained += len(batch)
@@ -298,7 +258,7 @@ class Pipeline(Executor):
         metrics, self.eval_samples = evaluate_sets(self.eval_engine, self.eval_sets, self.w, self.seed,
                                                    len(self.eval_history), self.prompt)
         point.update(metrics)
-        self.wall_seconds["evaluation"] += time.perf_counter() - t
+        self.work.wall_seconds["evaluation"] += time.perf_counter() - t
         self.eval_history.append(point)
         self.metrics.extend((f"eval/{k}", float(v), self.trainer_step) for k, v in point.items())
 
@@ -320,24 +280,11 @@ class Pipeline(Executor):
         return {**super().summary(), "measured": self.measured(), **pool}
 
     def measured(self) -> dict:
-        """What this machine did, in wall-clock seconds (never used for a decision): mu as the paper estimates it
-        from a run's counters (appendix D.4), seconds per generated token over seconds per trained token."""
-        gen, train = self.wall_seconds["generation"], self.wall_seconds["training"]
-        out = {"generation_s": gen, "training_s": train, "tokens_generated": self.tokens_generated,
-               "tokens_trained": self.tokens_trained,
-               "rows_per_generate_call": self.engine_rows / max(self.engine_calls, 1)}
-        if self.tokens_generated and self.tokens_trained and gen > 0 and train > 0:
-            out["mu"] = (gen / self.tokens_generated) / (train / self.tokens_trained)
-        return out
+        return self.work.measured()
 
     # ---- checkpoints ----------------------------------------------------------------------
-    STATE = ("time", "events", "seq", "generations_started", "ahead", "engine_calls",
-             "engine_rows", "trainer_busy", "trainer_busy_time", "worker_busy_time", "worker_started", "metrics",
-             "last_checkpoint", "wall_seconds", "trainer_step", "rollouts_generated", "samples_trained", "eval_history",
-             "eval_samples", "tokens_generated", "tokens_trained", "pool_facts")
-
     def state_dict(self) -> dict:
-        return {**{k: getattr(self, k) for k in self.STATE}, "ledger": self.ledger.state_dict(),
+        return {**ResumeState.of(self), **dataclasses.asdict(self.work), "ledger": self.ledger.state_dict(),
                 "model": self.trainer.model.state_dict(), "optimizer": self.trainer.optimizer.state_dict(),
                 "engine": {"weights": self.engine.model.state_dict(), "version": self.engine.version}}
 
@@ -346,6 +293,54 @@ class Pipeline(Executor):
         self.trainer.optimizer.load_state_dict(state["optimizer"])
         self.engine.load_weights(state["engine"]["weights"], state["engine"]["version"])
         self.ledger.load_state_dict(state["ledger"])
-        for k in self.STATE:
-            if k in state:  # a checkpoint from before a counter existed keeps the counter's start value
-                setattr(self, k, state[k])
+        ResumeState.restore(self, state)
+        for f in dataclasses.fields(self.work):
+            setattr(self.work, f.name, state[f.name])
+
+
+@dataclass
+class ResumeState:
+    """What a resumed run takes from its checkpoint besides the models, the ledger and the work done: the pipeline's
+    attributes of these names, saved under them."""
+
+    time: float  # the virtual clock
+    events: list[Event]  # the schedule: generations and the step in flight, with their results
+    seq: int
+    generations_started: int  # also the stream position of the next generation
+    ahead: dict  # generations made before their start (Pipeline._generate_ahead)
+    trainer_busy: bool
+    trainer_busy_time: float
+    worker_busy_time: float
+    worker_started: dict
+    metrics: list  # logged since the last checkpoint
+    last_checkpoint: Checkpoint | None
+    trainer_step: int
+    rollouts_generated: int
+    samples_trained: int
+    eval_history: list
+    eval_samples: list
+    pool_facts: dict | None
+
+    @classmethod
+    def of(cls, pipeline: Pipeline) -> dict:
+        return {f.name: getattr(pipeline, f.name) for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def restore(cls, pipeline: Pipeline, state: dict) -> None:
+        for f in dataclasses.fields(cls):
+            setattr(pipeline, f.name, state[f.name])
+
+
+def train_pool_policy(run: Pipeline, trained_for: float) -> Pipeline:
+    """RLEP's phase 1, inside `run`: the reference run of its seed and split, from its starting policy, up to
+    `trained_for` of the budget, charged to `run`, whose clock then stands where phase 1 stopped."""
+    phase1 = Pipeline(run.w, run.task, run.seed,
+                      policy=(copy.deepcopy(run.trainer.model), run.tokenizer, run.start_info))
+    phase1.attach(reference_strategy(run.w))
+    phase1.start()
+    phase1.run_until(run.costs.elapsed(trained_for * run.w.budget))
+    run.time = phase1.time
+    run.trainer_busy_time += (1 - phase1.trainer_idle_fraction()) * phase1.time
+    run.worker_busy_time += (1 - phase1.worker_idle_fraction()) * phase1.time * run.w.pipeline.workers
+    run.work.add(phase1.work)
+    return phase1

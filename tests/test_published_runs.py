@@ -1,6 +1,6 @@
 """The runs shipped with the published board (leaderboard/runs/): each strategy file once, by its SHA-256, no
 config.json beside the summary.json that holds it, and export then import gives back every artifact, byte for
-byte."""
+byte; every link the page makes into runs/ opens a file that is there."""
 
 import hashlib
 import json
@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 
 from benchmark.leaderboard import LeaderboardError
+from benchmark.leaderboard.files import read_results
+from benchmark.leaderboard.page import render_html
 from benchmark.leaderboard.published import BY_SHA256, PUBLISHED_ID_TAG, export_runs, import_runs, shared_path
+from benchmark.paths import LEADERBOARD_DIR
 
+SHIPPED = LEADERBOARD_DIR / "runs"
 WORKLOAD = "arith-tiny"
 
 
@@ -103,3 +107,33 @@ def test_a_missing_strategy_file_is_named_and_no_run_is_half_imported(isolated_r
     strategy_file.write_text("x = 2\n")  # changed after it was shipped
     with pytest.raises(LeaderboardError, match="does not hash to its name"):
         import_runs(runs)
+
+
+def test_the_shipped_runs_hold_each_strategy_once_and_no_config_json():
+    records = {p.parent.name: json.loads(p.read_text()) for p in SHIPPED.glob("*/run.json")}
+    assert len(records) == len([p for p in SHIPPED.iterdir() if p.is_dir()]) - 1  # and by-sha256/
+    for rid, record in records.items():
+        assert {p.name for p in (SHIPPED / rid).iterdir()} <= {"run.json", "summary.json"}  # no copies, no config.json
+        for name, sha in record["by_sha256"].items():
+            assert (SHIPPED / shared_path(name, sha)).is_file()
+            if name.endswith(".py"):  # the strategy file is the one the run ran
+                assert sha == record["params"]["strategy.sha256"]
+        if record["config_from_summary"]:
+            assert "config" in json.loads((SHIPPED / rid / "summary.json").read_text())
+    shared = list((SHIPPED / BY_SHA256).iterdir())
+    assert all(hashlib.sha256(p.read_bytes()).hexdigest() == p.stem for p in shared)  # named by content: once each
+    named = {shared_path(n, sha) for r in records.values() for n, sha in r["by_sha256"].items()}
+    assert {f"{BY_SHA256}/{p.name}" for p in shared} == named  # none left over
+
+
+def test_every_link_of_the_page_into_the_shipped_runs_opens():
+    """Links of the committed page and of the page as this code renders it from results.json."""
+    results = read_results(LEADERBOARD_DIR / "results.json")
+    for page in ((LEADERBOARD_DIR / "index.html").read_text(), render_html(results)):
+        links = set(re.findall(r'href="(runs/[^"]*)"', page))
+        folders = {link for link in links if link.endswith("/")}
+        assert len(folders) == len(list(SHIPPED.glob("*/run.json")))  # every shipped run, by id
+        assert all((LEADERBOARD_DIR / link / "run.json").is_file() for link in folders)
+        strategies = links - folders
+        assert len(strategies) == len({e["strategy_sha256"] for e in results["entries"]})  # every entry's
+        assert all((LEADERBOARD_DIR / link).is_file() for link in strategies)

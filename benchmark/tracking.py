@@ -145,6 +145,12 @@ def summary_digest(summary: dict) -> str:
     return digest(json.loads(json.dumps(summary, default=str)))
 
 
+def json_artifact(obj) -> str:
+    """The text of a JSON artifact as a run logs it (summary.json, config.json): `import-runs` recreates a
+    run's config.json with it from its summary.json, so the shipped runs need not hold both."""
+    return json.dumps(obj, indent=2, default=str) + "\n"
+
+
 def flatten(d: dict, prefix: str = "") -> dict:
     out = {}
     for k, v in d.items():
@@ -204,7 +210,7 @@ class RunRecorder:
             self.client.log_artifact(self.run_id, str(path))
 
     def log_json(self, obj, name: str) -> None:
-        self.log_text(json.dumps(obj, indent=2, default=str) + "\n", name)
+        self.log_text(json_artifact(obj), name)
 
     def log_curve_plot(self, curve: list[dict], title: str, name: str = "accuracy_vs_compute.svg") -> None:
         """The run's accuracy-vs-compute curve as an SVG artifact, so `mlflow ui` shows it."""

@@ -18,10 +18,11 @@ importing the package loads neither MLflow nor matplotlib):
     files       writing the published files: atomically, and in JSON, which has no infinity
     compliance  which runs count: canonical workload settings, exclusion reasons, one run per seed
     targets     the frozen targets, leaderboard/targets/<workload>.json: load, freeze
+    published   the runs behind the published board, shipped in leaderboard/runs/ (strategy files by SHA-256),
+                and loading them into a store
     render      the terminal table and LEADERBOARD.md, and the cell formats the page shares
     plots       the page's SVG plots (matplotlib, imported when a plot is drawn)
     page        index.html
-    published   the runs behind the published board, shipped in leaderboard/runs/, and loading them into a store
     build       the results dict (every number with its MLflow run ids), and writing the three files
     serve       serving the folder on 127.0.0.1
 

@@ -22,6 +22,7 @@ from benchmark.leaderboard.plots import (
     plotted_entries,
     replay_plot,
 )
+from benchmark.leaderboard.published import shared_path
 from benchmark.leaderboard.render import format_compute, format_number, table_rows, title
 
 RUNS_OPEN_UP_TO = 40  # the runs table starts folded when it is longer
@@ -82,14 +83,15 @@ def _ranking_table(results: dict) -> str:
             f'<tbody>{"".join(body)}</tbody></table>')
 
 
-def _simple_table(table_id: str, header: list[str], rows: list[list[str]], code_cols=(), runs_folder=None) -> str:
-    """code_cols hold run ids: with runs_folder (a published board), each a link to its shipped run."""
+def _simple_table(table_id: str, header: list[str], rows: list[list], code_cols=(), runs_folder=None) -> str:
+    """code_cols hold run ids: with runs_folder (a published board), each a link to its shipped run. Any other
+    cell may be (text, href): a link."""
     def cell(j, c):
-        if j not in code_cols:
-            return f"<td>{_esc(c)}</td>"
-        if runs_folder:
-            return f'<td><a href="{_esc(runs_folder)}/{_esc(c)}/"><code>{_esc(c)}</code></a></td>'
-        return f"<td><code>{_esc(c)}</code></td>"
+        text, href = c if isinstance(c, tuple) else (c, None)
+        inner = f"<code>{_esc(text)}</code>" if j in code_cols else _esc(text)
+        if j in code_cols and runs_folder:
+            href = f"{runs_folder}/{text}/"
+        return f'<td><a href="{_esc(href)}">{inner}</a></td>' if href else f"<td>{inner}</td>"
 
     head = "".join(f'<th scope="col">{_esc(h)}</th>' for h in header)
     body = "".join("<tr>" + "".join(cell(j, c) for j, c in enumerate(row)) + "</tr>" for row in rows)
@@ -97,18 +99,23 @@ def _simple_table(table_id: str, header: list[str], rows: list[list[str]], code_
 
 
 def _runs_table(results: dict) -> str:
-    """Every scored run, by entry in rank order: the MLflow run id behind each number on the page."""
+    """Every scored run, by entry in rank order: the MLflow run id behind each number on the page; on a
+    published board the entry links to its strategy file and the run id to its folder."""
     rows = []
+    runs_folder = results.get("runs_folder")
     for e in results["entries"]:
+        # the shipped strategy file, stored by its SHA-256 (an entry is one strategy file); a strategy is a .py
+        entry = ((e["label"], f'{runs_folder}/{shared_path("strategy.py", e["strategy_sha256"])}')
+                 if runs_folder and e.get("strategy_sha256") else e["label"])
         for w in sorted(results["workloads"]):
             for run_id, r in e["workloads"][w]["per_run"].items():
-                rows.append([e["label"], w, r["seed"], run_id, format_compute(r["compute_to_target"]),
+                rows.append([entry, w, r["seed"], run_id, format_compute(r["compute_to_target"]),
                              format_number(r["best_accuracy"]), format_compute(r["best_compute"]),
                              format_number(r["auc"]), format_number(r.get("replay_ratio"), "{:.2f}"),
                              format_number(r.get("offpolicy_mean"), "{:.2f}")])
     return _simple_table("runs", ["entry", "workload", "seed", "MLflow run id", "compute-to-target",
                                   "best acc", "at compute", "AUC", "replay ratio", "off-policiness"], rows,
-                         code_cols=(3,), runs_folder=results.get("runs_folder"))
+                         code_cols=(3,), runs_folder=runs_folder)
 
 
 SCRIPT = """

@@ -1,26 +1,55 @@
-"""The runs behind the published board, shipped with it: leaderboard/runs/<run id>/ holds each run's record
-(run.json: its MLflow name, status, tags, params and latest metrics) and the artifacts scoring reads or a reader
-checks (summary.json, config.json, the strategy file, submission.yaml). The page links every run id there.
+"""The runs behind the published board, shipped with it in leaderboard/runs/:
+
+    runs/<run id>/run.json          the run's record: its MLflow name, status, tags, params and latest metrics,
+                                    and where its artifacts that its folder does not hold come from (below)
+    runs/<run id>/summary.json      the artifacts that are the run's own: summary.json, which scoring reads
+    runs/by-sha256/<sha256>.py      each strategy file once, named by the SHA-256 of its bytes (the run's
+                                    `strategy.sha256` param); submission.yaml likewise, as <sha256>.yaml
+
+A baseline's seeds and splits all run one strategy file: stored once, not once per run. run.json's `by_sha256`
+maps each such artifact's own name (`prioritized.py`, `submission.yaml`) to its SHA-256. config.json is not
+shipped: the runner logs summary.json's "config" as it (tracking.json_artifact), so run.json's
+`config_from_summary` says to recreate it from there, byte for byte. The page links every run id to its folder
+and every entry to its strategy file.
 
 `import_runs` loads such a folder into any MLflow store: one run per folder, with the same tags, params and
-artifacts, tagged replaybench.published_run_id with the original id, which the scorer then reads as the run's
-id, so a board built from the imported runs names the same runs as the published one.
+artifacts (under their own names, config.json included), tagged replaybench.published_run_id with the original
+id, which the scorer then reads as the run's id, so a board built from the imported runs names the same runs as
+the published one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from benchmark.leaderboard import LeaderboardError
 from benchmark.leaderboard.files import write_atomic
-from benchmark.tracking import EXPERIMENT_PREFIX, TAG
+from benchmark.tracking import EXPERIMENT_PREFIX, TAG, json_artifact
 
 PUBLISHED_ID_TAG = f"{TAG}published_run_id"
 SHIPPED_ARTIFACTS = ("summary.json", "config.json", "submission.yaml")  # and the strategy's .py file
 RUNS_FOLDER = "runs"  # inside the published board's folder
+BY_SHA256 = "by-sha256"  # inside RUNS_FOLDER: the artifacts runs share, one file per content
+
+
+def shared_path(name: str, sha256: str) -> str:
+    """Where, under the runs folder, an artifact stored by content lies: by-sha256/<sha256><its suffix>."""
+    return f"{BY_SHA256}/{sha256}{PurePosixPath(name).suffix}"
+
+
+def _stored_by_content(name: str) -> bool:
+    return name.endswith(".py") or name == "submission.yaml"  # the strategy file, the submission: shared
+
+
+def _config_text(summary: bytes) -> bytes | None:
+    """config.json as the runner logged it, from the summary.json beside it (None when it holds no config)."""
+    config = json.loads(summary).get("config")
+    return None if config is None else json_artifact(config).encode()
 
 
 def referenced_run_ids(results: dict) -> list[str]:
@@ -32,9 +61,48 @@ def referenced_run_ids(results: dict) -> list[str]:
     return sorted(ids)
 
 
+def write_run(folder: Path, record: dict, artifacts: dict[str, Path]) -> None:
+    """folder/<run id>/ for one run, from its record (run.json's fields but the two this adds) and its shipped
+    artifacts (name -> file): a strategy file or submission.yaml goes to by-sha256/ (once), config.json is left
+    out when summary.json recreates it byte for byte; other files of the run's folder are removed."""
+    own = {name: path.read_bytes() for name, path in sorted(artifacts.items())}  # before any is overwritten
+    by_sha256 = {}
+    for name in [n for n in own if _stored_by_content(n)]:
+        data = own.pop(name)
+        by_sha256[name] = hashlib.sha256(data).hexdigest()
+        target = folder / shared_path(name, by_sha256[name])
+        if not target.is_file():  # the same name holds the same bytes
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+    from_summary = ("config.json" in own and "summary.json" in own
+                    and own["config.json"] == _config_text(own["summary.json"]))
+    if from_summary:
+        del own["config.json"]
+    out = folder / record["run_id"]
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "run.json", json.dumps({**record, "by_sha256": by_sha256, "config_from_summary":
+                                                from_summary}, indent=1) + "\n")
+    for name, data in own.items():
+        (out / name).write_bytes(data)
+    for stale in out.iterdir():
+        if stale.name not in own and stale.name != "run.json":
+            stale.unlink()
+
+
+def remove_unreferenced(folder: Path) -> None:
+    """Delete the files of folder/by-sha256/ that no shipped run names any more."""
+    named = {shared_path(name, sha) for p in folder.glob("*/run.json")
+             for name, sha in json.loads(p.read_text()).get("by_sha256", {}).items()}
+    for path in (folder / BY_SHA256).iterdir() if (folder / BY_SHA256).is_dir() else []:
+        if f"{BY_SHA256}/{path.name}" not in named:
+            path.unlink()
+
+
 def export_runs(results: dict, board_dir: Path, mlflow_client=None) -> int:
-    """Write board_dir/runs/<id>/ for every run the board names (and remove folders of runs it no longer names);
-    the number of runs written."""
+    """Write board_dir/runs/<id>/ for every run the board names (and remove folders of runs it no longer names,
+    and shared files no run names); the number of runs written."""
     from mlflow.exceptions import MlflowException
 
     from benchmark.tracking import client as make_client
@@ -49,8 +117,6 @@ def export_runs(results: dict, board_dir: Path, mlflow_client=None) -> int:
         except MlflowException:  # not in this store (a forced publish, imported runs): a folder shipped before stays
             continue
         written += 1
-        out = folder / run_id
-        out.mkdir(parents=True, exist_ok=True)
         record = {"run_id": run_id, "run_name": run.info.run_name, "status": run.info.status,
                   "experiment": c.get_experiment(run.info.experiment_id).name,
                   "start_time": run.info.start_time, "end_time": run.info.end_time,
@@ -58,23 +124,65 @@ def export_runs(results: dict, board_dir: Path, mlflow_client=None) -> int:
                            or k == "mlflow.runName"},
                   "params": dict(sorted(run.data.params.items())),
                   "metrics": dict(sorted(run.data.metrics.items()))}
-        write_atomic(out / "run.json", json.dumps(record, indent=1) + "\n")
         names = {a.path for a in c.list_artifacts(run_id)}
-        for name in sorted(n for n in names if n in SHIPPED_ARTIFACTS or n.endswith(".py")):
-            with tempfile.TemporaryDirectory() as tmp:
-                shutil.copyfile(c.download_artifacts(run_id, name, tmp), out / name)
+        with tempfile.TemporaryDirectory() as tmp:
+            write_run(folder, record, {name: Path(c.download_artifacts(run_id, name, tmp)) for name in names
+                                       if name in SHIPPED_ARTIFACTS or name.endswith(".py")})
     for stale in folder.iterdir() if folder.is_dir() else []:
-        if stale.is_dir() and stale.name not in wanted:
+        if stale.is_dir() and stale.name not in wanted and stale.name != BY_SHA256:
             shutil.rmtree(stale)
+    remove_unreferenced(folder)
     return written
+
+
+def restore_artifacts(run_dir: Path, record: dict, tmp: Path) -> list[Path]:
+    """A shipped run's artifacts as files under their own names: its folder's, the shared ones copied out of
+    by-sha256/ (checked against their hash), config.json recreated from summary.json."""
+    files = [p for p in run_dir.iterdir() if p.name != "run.json"]
+    for name, sha in record.get("by_sha256", {}).items():
+        if PurePosixPath(name).name != name or name in ("", ".", ".."):  # a file name, never a path out of tmp
+            raise LeaderboardError(f"{run_dir / 'run.json'} names an artifact {name!r}, not a file name")
+        source = run_dir.parent / shared_path(name, sha)
+        if not source.is_file():
+            raise LeaderboardError(f"{source} is missing: shipped run {record['run_id']} names it as its {name} "
+                                   f"(run.json's by_sha256); copy the runs folder whole, {BY_SHA256}/ with it "
+                                   "(in a checkout: git checkout -- leaderboard/runs)")
+        data = source.read_bytes()
+        if hashlib.sha256(data).hexdigest() != sha:
+            raise LeaderboardError(f"{source} does not hash to its name: it was changed after it was shipped "
+                                   "(in a checkout: git checkout -- leaderboard/runs)")
+        (tmp / name).write_bytes(data)
+        files.append(tmp / name)
+    if record.get("config_from_summary"):
+        (tmp / "config.json").write_bytes(_config_text((run_dir / "summary.json").read_bytes()))
+        files.append(tmp / "config.json")
+    return sorted(files, key=lambda p: p.name)
+
+
+def _import_run(c, record: dict, artifacts: list[Path]) -> None:
+    from mlflow.entities import Metric, Param, RunTag
+
+    from benchmark.tracking import experiment_id
+
+    name = record["experiment"]
+    exp = (experiment_id(c, name.removeprefix(EXPERIMENT_PREFIX)) if name.startswith(EXPERIMENT_PREFIX)
+           else experiment_id(c, "", name))
+    tags = {**record["tags"], PUBLISHED_ID_TAG: record["run_id"]}
+    run = c.create_run(exp, start_time=record["start_time"], tags=tags, run_name=record["run_name"])
+    rid = run.info.run_id
+    params = [Param(k, str(v)) for k, v in record["params"].items()]
+    for i in range(0, len(params), 100):  # MLflow's limit per batch
+        c.log_batch(rid, params=params[i:i + 100])
+    c.log_batch(rid, metrics=[Metric(k, v, record["end_time"] or 0, 0) for k, v in record["metrics"].items()],
+                tags=[RunTag("mlflow.runName", record["run_name"])])
+    for artifact in artifacts:
+        c.log_artifact(rid, str(artifact))
+    c.set_terminated(rid, status=record["status"], end_time=record["end_time"])
 
 
 def import_runs(folder: Path, mlflow_client=None) -> tuple[int, int]:
     """Load every shipped run of `folder` into the MLflow store; (imported, already there)."""
-    from mlflow.entities import Metric, Param, RunTag
-
     from benchmark.tracking import client as make_client
-    from benchmark.tracking import experiment_id
 
     folder = Path(folder)
     records = sorted(folder.glob("*/run.json"))
@@ -86,23 +194,13 @@ def import_runs(folder: Path, mlflow_client=None) -> tuple[int, int]:
     present = {r.data.tags.get(PUBLISHED_ID_TAG) for r in (c.search_runs(experiments, max_results=50_000)
                                                            if experiments else [])} - {None}
     imported = 0
-    for path in records:
-        record = json.loads(path.read_text())
-        if record["run_id"] in present:
-            continue
-        name = record["experiment"]
-        exp = (experiment_id(c, name.removeprefix(EXPERIMENT_PREFIX)) if name.startswith(EXPERIMENT_PREFIX)
-               else experiment_id(c, "", name))
-        tags = {**record["tags"], PUBLISHED_ID_TAG: record["run_id"]}
-        run = c.create_run(exp, start_time=record["start_time"], tags=tags, run_name=record["run_name"])
-        rid = run.info.run_id
-        params = [Param(k, str(v)) for k, v in record["params"].items()]
-        for i in range(0, len(params), 100):  # MLflow's limit per batch
-            c.log_batch(rid, params=params[i:i + 100])
-        c.log_batch(rid, metrics=[Metric(k, v, record["end_time"] or 0, 0) for k, v in record["metrics"].items()],
-                    tags=[RunTag("mlflow.runName", record["run_name"])])
-        for artifact in sorted(p for p in path.parent.iterdir() if p.name != "run.json"):
-            c.log_artifact(rid, str(artifact))
-        c.set_terminated(rid, status=record["status"], end_time=record["end_time"])
-        imported += 1
+    with tempfile.TemporaryDirectory() as scratch:  # the restored artifacts, until MLflow has copied them
+        for path in records:
+            record = json.loads(path.read_text())
+            if record["run_id"] not in present:
+                tmp = Path(scratch) / record["run_id"]
+                tmp.mkdir()
+                # restored before the run exists: a missing file leaves no run half imported
+                _import_run(c, record, restore_artifacts(path.parent, record, tmp))
+                imported += 1
     return imported, len(records) - imported

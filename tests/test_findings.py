@@ -76,3 +76,27 @@ def test_the_parts_word_the_board_by_the_rules():
     assert Sweep("calibration.json", "replay_ratio").render(BOARD) == ("`leaderboard/calibration.json` is not "
                                                                        "beside this board")
 
+
+def test_publishing_the_board_writes_the_findings_from_its_results(tmp_path, monkeypatch):
+    """`build --publish` rewrites docs/findings.md between its markers from the same results (MLflow's part, the
+    scoring and the runs it ships, stood in for by the committed board)."""
+    import shutil
+
+    import benchmark.leaderboard.build as build
+    import benchmark.leaderboard.published
+    from benchmark.leaderboard.files import read_results
+    from benchmark.leaderboard.findings import CALIBRATION_FILES, FINDINGS_END, FINDINGS_START
+    from benchmark.paths import LEADERBOARD_DIR, REPO_ROOT
+
+    board, committed = tmp_path / "leaderboard", (REPO_ROOT / "docs" / "findings.md").read_text()
+    board.mkdir()
+    for name in CALIBRATION_FILES:
+        shutil.copy(LEADERBOARD_DIR / name, board / name)
+    (tmp_path / "docs").mkdir()
+    start, end = committed.index(FINDINGS_START) + len(FINDINGS_START), committed.index(FINDINGS_END)
+    (tmp_path / "docs" / "findings.md").write_text(committed[:start] + "\nstale\n" + committed[end:])
+    monkeypatch.setattr(build, "LEADERBOARD_DIR", board)
+    monkeypatch.setattr(build, "score_from_mlflow", lambda *a: read_results(LEADERBOARD_DIR / "results.json"))
+    monkeypatch.setattr(benchmark.leaderboard.published, "export_runs", lambda results, out_dir: 0)
+    build.build(board)
+    assert (tmp_path / "docs" / "findings.md").read_text() == committed

@@ -7,6 +7,7 @@ it) beside what the published board (leaderboard/results.json) and the calibrati
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 from benchmark.leaderboard.files import read_results
@@ -98,7 +99,7 @@ def pass_at_best(record: dict) -> str:
 
 
 def compute_or_never(x: float) -> str:
-    return "never" if x == float("inf") else format_compute(x)
+    return "never" if math.isinf(x) else format_compute(x)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,15 +215,18 @@ class NeverUsed:
 
     picks: tuple[Pick, ...]
 
+    def share(self, board: Board, pick: Pick) -> str:
+        e = board.entry(pick)
+        if e is None:
+            return pick.missing()
+        d = e["workloads"][board.workload]
+        firsts = (d["since_last_use_distribution"] or {}).get("new")  # boards before the distributions lack it
+        if firsts is None or not d["replay_ratio"]:
+            return f"`{e['label']}` not recorded"
+        return f"`{e['label']}` {100 * (1 - firsts * d['replay_ratio']['median']):.1f}%"
+
     def render(self, board: Board) -> str:
-        out = []
-        for pick in self.picks:
-            e = board.entry(pick)
-            d = e and e["workloads"][board.workload]
-            firsts = d and (d["since_last_use_distribution"] or {}).get("new")
-            out.append(pick.missing() if e is None else f"`{e['label']}` " + (
-                "not recorded" if firsts is None or not d["replay_ratio"]
-                else f"{100 * (1 - firsts * d['replay_ratio']['median']):.1f}%"))
+        out = [self.share(board, pick) for pick in self.picks]
         return ("rollouts never trained on (1 − the first uses' share of the trained samples × the replay ratio): "
                 + ", ".join(out))
 

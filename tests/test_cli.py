@@ -192,8 +192,9 @@ def test_baselines_without_a_target_says_why_in_one_line_and_lists_failures(isol
 
 
 def _published_files() -> dict:
-    """The published board's files, and the README whose results it writes."""
-    files = [*(p for p in (REPO / "leaderboard").iterdir() if p.is_file()), REPO / "README.md"]
+    """The published board's files, and the README and findings whose numbers it writes."""
+    files = [*(p for p in (REPO / "leaderboard").iterdir() if p.is_file()), REPO / "README.md",
+             REPO / "docs" / "findings.md"]
     return {p.name: p.read_bytes() for p in files}
 
 

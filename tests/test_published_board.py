@@ -38,3 +38,14 @@ def test_the_readmes_results_are_the_published_boards_generated_not_copied():
     readme = (REPO_ROOT / "README.md").read_text()
     block = readme[readme.index(README_START) + len(README_START):readme.index(README_END)]
     assert block.strip() == readme_results(read_results(LEADERBOARD_DIR / "results.json")).strip()
+
+
+def test_the_findings_are_the_published_boards_generated_not_copied():
+    from benchmark.leaderboard.files import read_results
+    from benchmark.leaderboard.findings import FINDINGS_END, FINDINGS_START, read_calibrations, with_findings
+    from benchmark.paths import REPO_ROOT
+
+    doc = (REPO_ROOT / "docs" / "findings.md").read_text()
+    assert FINDINGS_START in doc and FINDINGS_END in doc  # without them nothing would be generated, nor checked
+    results = read_results(LEADERBOARD_DIR / "results.json")
+    assert with_findings(doc, results, read_calibrations(LEADERBOARD_DIR)) == doc

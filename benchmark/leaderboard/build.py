@@ -19,6 +19,7 @@ from benchmark.leaderboard.compliance import (
     open_track_choices,
 )
 from benchmark.leaderboard.files import json_values, plain_values, write_atomic
+from benchmark.leaderboard.findings import read_calibrations, with_findings
 from benchmark.leaderboard.page import render_html
 from benchmark.leaderboard.render import render_markdown, with_readme_results
 from benchmark.leaderboard.store import RunRecord, load_runs, reading_store
@@ -387,6 +388,9 @@ def build(out_dir: Path | None = None, workload: str | None = None, track: str |
     readme = out_dir.parent / "README.md"  # the checkout's, beside its published board
     if published and readme.is_file():  # and the README's results, generated from the same results
         files[readme] = with_readme_results(readme.read_text(), results)
+    findings = out_dir.parent / "docs" / "findings.md"  # the papers' findings beside the same results
+    if published and findings.is_file():
+        files[findings] = with_findings(findings.read_text(), results, read_calibrations(out_dir))
     for path, text in files.items():
         write_atomic(path, text)
     return results

@@ -204,9 +204,15 @@ def readme_results(results: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def replace_between(text: str, start_marker: str, end_marker: str, block: str) -> str:
+    """`text` with what lies between its two markers replaced by `block`; as it is when it lacks them (a copy of
+    the file that keeps no generated part)."""
+    start, end = text.find(start_marker), text.find(end_marker)
+    if start < 0 or end < start:
+        return text
+    return text[:start + len(start_marker)] + "\n" + block + text[end:]
+
+
 def with_readme_results(readme: str, results: dict) -> str:
     """`readme` with the text between its results markers replaced; as it is when it has no markers."""
-    start, end = readme.find(README_START), readme.find(README_END)
-    if start < 0 or end < start:
-        return readme
-    return readme[:start + len(README_START)] + "\n" + readme_results(results) + readme[end:]
+    return replace_between(readme, README_START, README_END, readme_results(results))

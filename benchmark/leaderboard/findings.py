@@ -1,0 +1,352 @@
+"""docs/findings.md's measured side, generated: each paper claim (hand-written in CLAIMS, no measured number in
+it) beside what the published board (leaderboard/results.json) and the calibration sweeps
+(leaderboard/calibration*.json) measured, worded by fixed rules from the statistics, never copied by hand.
+`replaybench leaderboard build --publish` rewrites the text between the markers;
+`python -m benchmark.leaderboard.findings` does it from the committed files."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+from benchmark.leaderboard.files import read_results
+from benchmark.leaderboard.render import format_compute, format_score, replace_between
+
+FINDINGS_START = ("<!-- findings: written by `replaybench leaderboard build --publish` from leaderboard/results.json "
+                  "and leaderboard/calibration*.json -->")
+FINDINGS_END = "<!-- end of findings -->"
+CALIBRATION_FILES = ("calibration.json", "calibration_buffer_size.json")
+PART_BREAK = "<br>"  # a table cell holds no newline
+
+
+# The verdict rules. Intervals are closed: two that touch overlap, and an interval that reaches 1 overlaps it, so
+# nothing is claimed of them. Two entries' separate intervals are a coarser test than the board's paired bootstrap
+# (its bands): disjoint ones differ, overlapping ones may differ all the same.
+
+def against_one(ci) -> str:
+    lo, hi = ci
+    return "interval above 1" if lo > 1 else "interval below 1" if hi < 1 else "interval overlaps 1"
+
+
+def between(first: str, first_ci, second: str, second_ci) -> str:
+    if first_ci[0] > second_ci[1]:
+        return f"disjoint ({first} above)"
+    if second_ci[0] > first_ci[1]:
+        return f"disjoint ({second} above)"
+    return "overlapping: not resolved"
+
+
+def direction(values) -> str:
+    """How a calibration sweep's values move from one configuration to the next (never reached, inf, equals inf)."""
+    steps = {(b > a) - (b < a) for a, b in zip(values, values[1:])}
+    return {frozenset({1}): "rises at every step", frozenset({-1}): "falls at every step",
+            frozenset({0}): "stays level"}.get(frozenset(steps), "never falls" if -1 not in steps
+                                               else "never rises" if 1 not in steps else "goes both ways")
+
+
+@dataclasses.dataclass
+class Board:
+    results: dict
+    calibrations: dict  # file name -> its content, None when the folder lacks it
+
+    @property
+    def workload(self) -> str:  # the CPU tier's board scores one workload
+        return sorted(self.results["workloads"])[0]
+
+    def entry(self, pick: Pick) -> dict | None:
+        found = [e for e in self.results["entries"] if pick.matches(e)]
+        return found[0] if len(found) == 1 else None
+
+    def reference(self) -> dict:
+        return next(e for e in self.results["entries"] if e["reference"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Pick:
+    """A board entry by what the paper varies: its strategy, split (W,T) and buffer size N (None: it has none)."""
+
+    strategy: str
+    split: tuple[int, int] = (6, 2)
+    buffer_size: int | None = 360
+
+    def matches(self, entry: dict) -> bool:
+        return (entry["strategy"], (entry["workers"], entry["trainers"]), entry["params"].get("buffer_size")) == (
+            self.strategy, self.split, self.buffer_size)
+
+    def parts(self) -> dict[str, str]:
+        return {"strategy": f"`{self.strategy}`", "split": f"({self.split[0]},{self.split[1]})",
+                "N": "" if self.buffer_size is None else f"N={self.buffer_size}"}
+
+    def missing(self) -> str:
+        return f"no single entry is {' '.join(p for p in self.parts().values() if p)} on this board"
+
+
+def speedup(entry: dict) -> str:
+    s = entry["score"]
+    return f"{s['speedup_geomean']:.2f} [{s['ci95'][0]:.2f}, {s['ci95'][1]:.2f}]" if s["reached"] else format_score(s)
+
+
+def best_accuracy(entry: dict, workload: str) -> str:
+    best = entry["workloads"][workload]["best_accuracy"]
+    return f"{best['median']:.3f} [{best['q1']:.3f}, {best['q3']:.3f}]"
+
+
+def pass_at_best(record: dict) -> str:
+    """The largest k's pass@k at the best point, e.g. "pass@4 0.958"."""
+    key = max(record, key=lambda k: int(k.rsplit("_", 1)[1]))
+    return f"pass@{key.rsplit('_', 1)[1]} {record[key]:.3f}"
+
+
+def compute_or_never(x: float) -> str:
+    return "never" if math.isinf(x) else format_compute(x)
+
+
+@dataclasses.dataclass(frozen=True)
+class Card:
+    """One entry on the board: its speedup against the reference's 1, band, rank, best accuracy, compute to the
+    target, and how much and how stale it replays."""
+
+    pick: Pick
+
+    def render(self, board: Board) -> str:
+        e = board.entry(self.pick)
+        if e is None:
+            return self.pick.missing()
+        w, entries, s = board.workload, board.results["entries"], e["score"]
+        d = e["workloads"][w]
+        out = [f"`{e['label']}`" + (" (the reference)" if e["reference"] else "") + f": speedup {speedup(e)}"
+               + (f", {against_one(s['ci95'])}" if s["reached"] else "")]
+        band = f"band {e['band']} of {max(x['band'] for x in entries)}"
+        lo, hi = e["rank_interval"]
+        out.append(band + ("" if e["reference"] else f" (the reference's: {board.reference()['band']})")
+                   + f", rank [{lo}–{hi}] of {len(entries)}")
+        highest = max(x["workloads"][w]["best_accuracy"]["median"] for x in entries)
+        out.append(f"best accuracy {best_accuracy(e, w)}"
+                   + (", the board's highest" if d["best_accuracy"]["median"] == highest else ""))
+        c = d["compute_to_target"]
+        if s["reached"]:
+            out.append(f"compute to target {format_compute(c['median'])} "
+                       f"[{format_compute(c['q1'])}, {format_compute(c['q3'])}]")
+        else:  # a best that is the first evaluation is an entry that never learns
+            out.append(f"its median curve's first evaluation {d['accuracy_curve']['median'][0]:.3f}")
+        if d["replay_ratio"] and d["offpolicy_mean"]:
+            out.append(f"replay ratio {d['replay_ratio']['median']:.2f}, "
+                       f"samples {d['offpolicy_mean']['median']:.1f} trainer steps old on average")
+        return ", ".join(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class Compare:
+    """Pairs of entries that differ in one same respect (strategy, split or N): their speedup intervals side by
+    side, each pair's verdict, and the verdicts tallied."""
+
+    pairs: tuple[tuple[Pick, Pick], ...]
+
+    def render(self, board: Board) -> str:
+        a, b = (p.parts() for p in self.pairs[0])
+        differs = [k for k in a if a[k] != b[k]]
+        first, second = (" ".join(p[k] for k in differs) for p in (a, b))
+        rows, verdicts = [], []
+        for x, y in self.pairs:
+            ex, ey = board.entry(x), board.entry(y)
+            if ex is None or ey is None:
+                rows.append((x if ex is None else y).missing())
+                continue
+            verdict = between(first, ex["score"]["ci95"], second, ey["score"]["ci95"])
+            verdicts.append(verdict)
+            same = " ".join(v for k, v in x.parts().items() if k not in differs and v)
+            rows.append(f"{same}: {speedup(ex)} against {speedup(ey)}, {verdict}")
+        tally = ", ".join(f"{v} at {verdicts.count(v)} of {len(verdicts)}" for v in (
+            f"disjoint ({first} above)", f"disjoint ({second} above)", "overlapping: not resolved") if v in verdicts)
+        return f"{first} against {second}, speedups: {tally}. " + "; ".join(rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """A calibration sweep (one file): its configurations in the order of what it varies, each beside the
+    reference of the same seeds."""
+
+    file: str
+    along: str  # "replay_ratio" or "buffer_size"
+
+    def render(self, board: Board) -> str:
+        cal = board.calibrations.get(self.file)
+        if cal is None:
+            return f"`leaderboard/{self.file}` is not beside this board"
+        configs = {c["config"]: c for c in cal["configs"]}
+        ref = configs.pop(cal["reference"])
+        swept = sorted(configs.values(), key=lambda c: c[self.along])
+        strategies = ", ".join(f"`{s}`" for s in sorted({c["strategy"] for c in swept}))
+        fractions = "/".join(f"{f:g}" for f in cal["levels"])
+
+        def reached(c):
+            return "/".join(compute_or_never(level["compute"]) for level in c["levels"])
+
+        rows = [f"({c['workers']},{c['trainers']}) N={c['buffer_size']}: replay ratio {c['replay_ratio']:.2f}, "
+                f"{c['buffer_size'] * c['replay_ratio'] / cal['batch_size']:.1f} steps in the buffer, best accuracy "
+                f"{c['best_accuracy']['median']:.3f}, {pass_at_best(c['best_accuracy']['pass_at_k'])} at the best, "
+                f"to {fractions}: {reached(c)}" for c in swept]
+        return (f"the calibration sweep of {strategies} (`leaderboard/{self.file}`, seeds "
+                f"{', '.join(map(str, cal['seeds']))}: two seeds, a direction, not an interval; compute to "
+                f"{fractions} of the reference's best accuracy {ref['reference_best']:.3f}, the faster seed's; "
+                f"steps in the buffer = N × replay ratio / B, B = {cal['batch_size']}; "
+                f"`{ref['config']}` reaches them at {reached(ref)}). " + "; ".join(rows)
+                + f". Along it best accuracy {direction([c['best_accuracy']['median'] for c in swept])}, the "
+                f"compute to {cal['levels'][0]:g} of the reference's best "
+                f"{direction([c['levels'][0]['compute'] for c in swept])}")
+
+
+@dataclasses.dataclass(frozen=True)
+class AboveOne:
+    """Every entry whose speedup interval is above 1, as the rule finds them on the board."""
+
+    def render(self, board: Board) -> str:
+        found = [f"`{e['label']}` {speedup(e)}" for e in board.results["entries"]
+                 if e["score"]["reached"] and against_one(e["score"]["ci95"]) == "interval above 1"]
+        return "speedup interval above 1 on this board: " + (", ".join(found) or "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class NeverUsed:
+    """The share of an entry's rollouts it never trains on, over all its seeds. results.json holds the share of
+    first uses among the trained samples and the replay ratio (trained / generated): their product is the share
+    of the generated rollouts used at least once."""
+
+    picks: tuple[Pick, ...]
+
+    def share(self, board: Board, pick: Pick) -> str:
+        e = board.entry(pick)
+        if e is None:
+            return pick.missing()
+        d = e["workloads"][board.workload]
+        firsts = (d["since_last_use_distribution"] or {}).get("new")  # boards before the distributions lack it
+        if firsts is None or not d["replay_ratio"]:
+            return f"`{e['label']}` not recorded"
+        return f"`{e['label']}` {100 * (1 - firsts * d['replay_ratio']['median']):.1f}%"
+
+    def render(self, board: Board) -> str:
+        out = [self.share(board, pick) for pick in self.picks]
+        return ("rollouts never trained on (1 − the first uses' share of the trained samples × the replay ratio): "
+                + ", ".join(out))
+
+
+@dataclasses.dataclass(frozen=True)
+class Accuracy:
+    """Best accuracy with its spread over seeds, and pass@k at that point."""
+
+    picks: tuple[Pick, ...]
+
+    def render(self, board: Board) -> str:
+        out = []
+        for pick in self.picks:
+            e = board.entry(pick)
+            out.append(pick.missing() if e is None else f"`{e['label']}` {best_accuracy(e, board.workload)}, "
+                       + pass_at_best(e["workloads"][board.workload]["pass_at_k_at_best"]))
+        return "best accuracy [IQR] and pass@k there: " + "; ".join(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    """An entry's parameters as it ran, and links to its runs' summaries for what the board does not hold."""
+
+    pick: Pick
+    in_summaries: str  # what a reader finds in each run's summary.json
+
+    def render(self, board: Board) -> str:
+        e = board.entry(self.pick)
+        if e is None:
+            return self.pick.missing()
+        chosen = {**e["params"], **e["open_track"]}
+        per_run = e["workloads"][board.workload]["per_run"]
+        folder = board.results.get("runs_folder", "runs")
+        links = ", ".join(f"[seed {r['seed']}](../leaderboard/{folder}/{run_id}/summary.json)"
+                          for run_id, r in sorted(per_run.items(), key=lambda kv: kv[1]["seed"]))
+        return (f"`{e['label']}` ran with " + ", ".join(f"{k} {v}" for k, v in chosen.items())
+                + f" (their meaning: [baselines/README.md](../baselines/README.md)); {self.in_summaries} each run's "
+                f"summary.json ({links})")
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    paper: str  # the claim as the paper makes it: hand-written, no number measured here
+    measured: tuple  # the parts of the CPU tier's side, each rendering itself from the files
+
+
+BUFFERS = ("fifo_uniform", "positive_bias", "prioritized", "without_replacement", "prefer_unused", "sharded")
+SETTINGS = (((6, 2), 360), ((6, 2), 90), ((5, 3), 90))  # the rule's pick, the paper's N there, the paper's split
+REFERENCE = Pick("on_policy", (6, 2), 90)
+RLEP = Pick("rlep", (6, 2), None)
+
+
+def against_fifo(strategy: str) -> Compare:
+    return Compare(tuple((Pick(strategy, s, n), Pick("fifo_uniform", s, n)) for s, n in SETTINGS))
+
+
+CLAIMS = (
+    Claim("A FIFO buffer at (5,3), N/B ≈ 1.4, saves compute against on-policy at (6,2), μ = 5.28",
+          (Card(Pick("fifo_uniform", (5, 3), 90)), Card(Pick("fifo_uniform")), Card(Pick("fifo_uniform", (6, 2), 90)),
+           Card(REFERENCE), AboveOne())),
+    Claim("Positive bias (keeping correct rollouts) helps",
+          (against_fifo("positive_bias"), Card(Pick("positive_bias")))),
+    Claim("Sampling without replacement: no clear effect", (against_fifo("without_replacement"),)),
+    Claim("Prefer never-used rollouts: no clear effect",
+          (against_fifo("prefer_unused"), NeverUsed((Pick("fifo_uniform"), Pick("prefer_unused"))))),
+    Claim("Too high a replay ratio degrades ((4,4): 17.6 in one setting)",
+          (Sweep("calibration.json", "replay_ratio"), Compare(tuple((Pick(b, (6, 2), 90), Pick(b, (5, 3), 90))
+                                                                     for b in BUFFERS)))),
+    Claim("A larger N is slower but more stable and better at pass@k",
+          (Sweep("calibration_buffer_size.json", "buffer_size"),
+           Compare(tuple((Pick(b), Pick(b, (6, 2), 90)) for b in BUFFERS)),
+           Accuracy((Pick("fifo_uniform"), Pick("fifo_uniform", (6, 2), 90))))),
+    Claim("One shard of N/T per trainer (the paper's sharded buffer)", (against_fifo("sharded"),)),
+    Claim("(beyond the papers) prioritized replay by \\|advantage\\|",
+          (against_fifo("prioritized"), Card(Pick("prioritized")))),
+    Claim("RLEP (Kwai Klear 2025): replaying successes of an RL-trained policy speeds up learning",
+          (Card(RLEP), Params(RLEP, "the compute its pool took (phase 1 and the pool's generation, charged in its "
+                                    "speedup) is `pool.compute` in"))),
+    Claim("(a control, not in the paper) training forever on the first N rollouts",
+          (Card(Pick("oldest_first", (5, 3), 90)),)),
+)
+
+
+def findings_block(results: dict, calibrations: dict) -> str:
+    """The generated part of docs/findings.md: how to read it, then one row per claim."""
+    board = Board(results, calibrations)
+    w = results["workloads"][board.workload]
+    seeds = sorted({s for c in calibrations.values() if c for s in c["seeds"]})
+    out = [f"The board of {results['generated'][:10]} ([LEADERBOARD.md](../leaderboard/LEADERBOARD.md); the run ids "
+           "behind each number in `leaderboard/results.json`), scored seeds "
+           f"{', '.join(map(str, w['scored_seeds']))}. A speedup is the reference's compute to the target over "
+           "the entry's (medians over seeds), with its 95% paired-bootstrap interval [low, high]; a best accuracy is "
+           "the maximum of the median curve over seeds and a compute to target the median over seeds, each with the "
+           "quartiles over seeds [IQR], not an interval. Verdicts "
+           "follow fixed rules: a speedup interval is above 1, below 1 or overlaps 1; two entries' intervals are "
+           "disjoint (the one above named) or overlapping: not resolved (intervals that touch overlap; separate "
+           "intervals are coarser than the board's paired bands, so overlapping ones may still differ). The "
+           "calibration rows come from the sweeps on seeds " + ", ".join(map(str, seeds))
+           + " (`leaderboard/calibration.json`, `leaderboard/calibration_buffer_size.json`): two seeds, a "
+           "direction, not an interval.", "",
+           f"| the paper | the CPU tier ({board.workload} v{w['version']}) |", "|---|---|"]
+    out += [f"| {c.paper} | " + PART_BREAK.join(part.render(board).replace("|", "\\|") for part in c.measured)
+            + " |" for c in CLAIMS]
+    return "\n".join(out) + "\n"
+
+
+def read_calibrations(board_dir: Path) -> dict:
+    return {name: read_results(board_dir / name) if (board_dir / name).is_file() else None
+            for name in CALIBRATION_FILES}
+
+
+def with_findings(doc: str, results: dict, calibrations: dict) -> str:
+    """`doc` with the text between its findings markers generated anew; as it is when it has no markers."""
+    return replace_between(doc, FINDINGS_START, FINDINGS_END, findings_block(results, calibrations))
+
+
+if __name__ == "__main__":  # regenerate docs/findings.md from the committed board, no MLflow needed
+    from benchmark.leaderboard.files import write_atomic
+    from benchmark.paths import LEADERBOARD_DIR, REPO_ROOT
+
+    doc = REPO_ROOT / "docs" / "findings.md"
+    write_atomic(doc, with_findings(doc.read_text(), read_results(LEADERBOARD_DIR / "results.json"),
+                                    read_calibrations(LEADERBOARD_DIR)))

@@ -1,0 +1,102 @@
+"""docs/findings.md's verdict rules on hand-made statistics: a speedup interval against 1, two entries' intervals
+against each other (touching counts as overlapping), a sweep's direction, and the parts built from them."""
+
+import math
+
+from benchmark.leaderboard.findings import (
+    AboveOne,
+    Board,
+    Card,
+    Compare,
+    Pick,
+    Sweep,
+    against_one,
+    between,
+    direction,
+)
+
+
+def test_an_interval_is_above_below_or_overlapping_1():
+    assert against_one([1.05, 1.47]) == "interval above 1"
+    assert against_one([0.65, 0.73]) == "interval below 1"
+    assert against_one([0.81, 1.00]) == "interval overlaps 1"  # reaching 1 is not above or below it
+    assert against_one([1.00, 1.10]) == "interval overlaps 1"
+    assert against_one([0.90, 1.20]) == "interval overlaps 1"
+
+
+def test_two_intervals_are_disjoint_with_the_one_above_named_or_not_resolved():
+    assert between("A", [1.16, 1.47], "B", [0.81, 1.00]) == "disjoint (A above)"
+    assert between("A", [0.65, 0.73], "B", [0.85, 1.00]) == "disjoint (B above)"
+    assert between("A", [0.88, 1.16], "B", [0.81, 1.00]) == "overlapping: not resolved"
+    assert between("A", [1.00, 1.10], "B", [0.88, 1.00]) == "overlapping: not resolved"  # they touch
+
+
+def test_a_sweeps_direction():
+    assert direction([0.82, 0.78, 0.67]) == "falls at every step"
+    assert direction([2.64e6, 3.24e6, math.inf, math.inf]) == "never falls"  # never reached equals never reached
+    assert direction([0.8, 0.8]) == "stays level"
+    assert direction([0.8, 0.9, 0.7]) == "goes both ways"
+
+
+def entry(strategy, ci, split=(6, 2), n=360, band=2, reference=False):
+    reached = ci is not None
+    return {"strategy": strategy, "workers": split[0], "trainers": split[1], "params": {"buffer_size": n},
+            "label": f"{strategy} ({split[0]},{split[1]}) N={n}", "reference": reference, "band": band,
+            "rank_interval": [1, 2], "open_track": {},
+            "score": {"reached": reached, "speedup_geomean": sum(ci) / 2 if reached else None,
+                      "ci95": ci or [0.0, 0.0], "best_vs_target": 0.5, "best_vs_target_ci95": [0.4, 0.6]},
+            "workloads": {"w": {"best_accuracy": {"median": 0.8, "q1": 0.7, "q3": 0.9},
+                                "compute_to_target": {"median": 1e6, "q1": 9e5, "q3": 1.2e6},
+                                "accuracy_curve": {"median": [0.2, 0.5]}, "replay_ratio": None,
+                                "offpolicy_mean": None}}}
+
+
+BOARD = Board({"workloads": {"w": {}}, "entries": [
+    entry("on_policy", [0.9, 1.0], n=90, reference=True), entry("positive_bias", [1.2, 1.4], band=1),
+    entry("fifo_uniform", [0.8, 1.0]), entry("positive_bias", [1.0, 1.1], n=90),
+    entry("fifo_uniform", [0.9, 1.0], n=90), entry("oldest_first", None, band=3)]}, {"calibration.json": None})
+
+
+def test_the_parts_word_the_board_by_the_rules():
+    compare = Compare(((Pick("positive_bias"), Pick("fifo_uniform")),
+                       (Pick("positive_bias", (6, 2), 90), Pick("fifo_uniform", (6, 2), 90)),
+                       (Pick("positive_bias", (5, 3), 90), Pick("fifo_uniform", (5, 3), 90))))
+    assert compare.render(BOARD) == (
+        "`positive_bias` against `fifo_uniform`, speedups: disjoint (`positive_bias` above) at 1 of 2, "
+        "overlapping: not resolved at 1 of 2. (6,2) N=360: 1.30 [1.20, 1.40] against 0.90 [0.80, 1.00], disjoint "
+        "(`positive_bias` above); (6,2) N=90: 1.05 [1.00, 1.10] against 0.95 [0.90, 1.00], overlapping: not "
+        "resolved; no single entry is `positive_bias` (5,3) N=90 on this board")
+    card = Card(Pick("positive_bias")).render(BOARD)
+    assert card.startswith("`positive_bias (6,2) N=360`: speedup 1.30 [1.20, 1.40], interval above 1, band 1 of 3 "
+                           "(the reference's: 2)")
+    assert "the board's highest" in card and "compute to target 1.00M [900k, 1.20M]" in card
+    assert "speedup not reached" in Card(Pick("oldest_first")).render(BOARD)
+    assert AboveOne().render(BOARD) == ("speedup interval above 1 on this board: `positive_bias (6,2) N=360` "
+                                        "1.30 [1.20, 1.40]")
+    assert Sweep("calibration.json", "replay_ratio").render(BOARD) == ("`leaderboard/calibration.json` is not "
+                                                                       "beside this board")
+
+
+def test_publishing_the_board_writes_the_findings_from_its_results(tmp_path, monkeypatch):
+    """`build --publish` rewrites docs/findings.md between its markers from the same results (MLflow's part, the
+    scoring and the runs it ships, stood in for by the committed board)."""
+    import shutil
+
+    import benchmark.leaderboard.build as build
+    import benchmark.leaderboard.published
+    from benchmark.leaderboard.files import read_results
+    from benchmark.leaderboard.findings import CALIBRATION_FILES, FINDINGS_END, FINDINGS_START
+    from benchmark.paths import LEADERBOARD_DIR, REPO_ROOT
+
+    board, committed = tmp_path / "leaderboard", (REPO_ROOT / "docs" / "findings.md").read_text()
+    board.mkdir()
+    for name in CALIBRATION_FILES:
+        shutil.copy(LEADERBOARD_DIR / name, board / name)
+    (tmp_path / "docs").mkdir()
+    start, end = committed.index(FINDINGS_START) + len(FINDINGS_START), committed.index(FINDINGS_END)
+    (tmp_path / "docs" / "findings.md").write_text(committed[:start] + "\nstale\n" + committed[end:])
+    monkeypatch.setattr(build, "LEADERBOARD_DIR", board)
+    monkeypatch.setattr(build, "score_from_mlflow", lambda *a: read_results(LEADERBOARD_DIR / "results.json"))
+    monkeypatch.setattr(benchmark.leaderboard.published, "export_runs", lambda results, out_dir: 0)
+    build.build(board)
+    assert (tmp_path / "docs" / "findings.md").read_text() == committed

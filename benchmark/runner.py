@@ -26,8 +26,8 @@ from benchmark.strategy import (
     strategy_params,
 )
 from benchmark.submission import DEFAULT_TRACK
-from benchmark.tracking import REPO_ROOT, RUNS_DIR, TAG, RunRecorder, code_version, digest, summary_digest
-from benchmark.workload import LimitsConfig, Workload
+from benchmark.tracking import REPO_ROOT, RUNS_DIR, TAG, RunRecorder, code_version, run_identity, summary_digest
+from benchmark.workload import Workload
 
 __all__ = ["RunError", "RunSpec", "run"]
 
@@ -95,19 +95,8 @@ class RunSpec:
         return config
 
     def group_key(self) -> str:
-        """Same for every seed of one configuration: how the scorer groups seeds."""
-        config = self.resolved_config()
-        config.pop("seed")
-        # fields added after earlier runs, at their defaults: those runs' keys stay
-        if self.workload.limits == LimitsConfig():
-            config["workload"].pop("limits")
-        if not self.workload.target_seeds:
-            config["workload"].pop("target_seeds")
-        if not self.workload.model.chat_template_options:
-            config["workload"]["model"].pop("chat_template_options")
-        if self.workload.grpo.data_parallel == "ddp":
-            config["workload"]["grpo"].pop("data_parallel")
-        return digest(config)[:16]
+        """Same for every seed of one configuration: how the scorer groups seeds (tracking.run_identity)."""
+        return run_identity(self.resolved_config())
 
     def strategy_spec(self) -> StrategySpec:
         return StrategySpec(self.strategy_path, dict(self.strategy_params), self.workload.strategy_defaults,

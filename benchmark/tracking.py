@@ -139,6 +139,15 @@ def digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
+RUN_IDENTITY_VERSION = 2  # 2: the whole config; 1 left out settings at their defaults that runs before them lacked
+
+
+def run_identity(config: dict) -> str:
+    """The key every seed of one configuration shares (the replaybench.group tag): a digest of its resolved config
+    but the seed. A run keeps the key it was recorded with; a change of what goes in bumps the version."""
+    return digest({"identity_version": RUN_IDENTITY_VERSION, **{k: v for k, v in config.items() if k != "seed"}})[:16]
+
+
 def summary_digest(summary: dict) -> str:
     """The digest of a run's summary as summary.json holds it (tuples as lists): the tag the run ends with,
     which the scorer checks the artifact against."""

@@ -19,7 +19,7 @@ from benchmark.leaderboard.page import render_html
 from benchmark.leaderboard.render import print_leaderboard, render_markdown, table_rows
 from benchmark.leaderboard.store import RunRecord
 from benchmark.leaderboard.targets import freeze_target
-from benchmark.tracking import digest, summary_digest
+from benchmark.tracking import run_identity, summary_digest
 from benchmark.workload import load_workload
 
 WORKLOAD = "arith-tiny"
@@ -40,7 +40,7 @@ def make_run(c, exp, strategy, seed, accs=None, workers=5, trainers=3, status="f
     config = {"workload": w.to_dict(), "strategy": {"name": strategy, "path": f"baselines/{strategy}.py",
                                                     "sha256": f"sha-{strategy}", "params": params or {}},
               "seed": seed}
-    group = digest({k: v for k, v in config.items() if k != "seed"})[:16]
+    group = run_identity(config)
     tags = {"replaybench.workload": workload, "replaybench.workload_version": w.version,
             "replaybench.strategy": strategy, "replaybench.group": group, "replaybench.seed": str(seed),
             "replaybench.status": status}

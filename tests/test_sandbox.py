@@ -2,6 +2,7 @@
 verdict, on record in MLflow, and the runs beside them complete."""
 
 import base64
+import dataclasses
 import functools
 import hashlib
 import json
@@ -208,7 +209,8 @@ def test_a_call_over_the_limit_is_a_timeout_in_both_modes(tiny_checkpoint, isola
         run(spec)
 
 
-def test_the_limits_are_the_workloads_and_default_ones_keep_the_reference_group():
+def test_the_limits_are_the_workloads_and_part_of_the_runs_identity():
+    from benchmark.tracking import RUN_IDENTITY_VERSION
     from benchmark.workload import LimitsConfig, load_workload
 
     assert load_workload("arith-tiny").limits == LimitsConfig()  # stated in the file, at the rules' values
@@ -216,12 +218,10 @@ def test_the_limits_are_the_workloads_and_default_ones_keep_the_reference_group(
                         for limits in ({}, {"limits.strategy_seconds": 10_000}))
     assert official.resolved_config()["workload"]["limits"]["strategy_seconds"] == 900  # on record in MLflow
     config = official.resolved_config()
-    del config["seed"], config["workload"]["limits"]
-    del config["workload"]["model"]["chat_template_options"]  # added later still, also at their defaults
-    del config["workload"]["grpo"]["data_parallel"]
-    key_without_limits = digest(config)[:16]
-    assert official.group_key() == key_without_limits  # the runs made before the section existed stay grouped
+    del config["seed"]
+    assert official.group_key() == digest({"identity_version": RUN_IDENTITY_VERSION, **config})[:16]
     assert looser.group_key() != official.group_key()
+    assert dataclasses.replace(official, seed=1).group_key() == official.group_key()
 
 
 def test_a_hostile_run_leaves_the_store_and_the_runs_before_it_as_they_were(tiny_checkpoint, isolated_runs):

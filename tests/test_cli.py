@@ -144,7 +144,7 @@ def stub_training(monkeypatch, fail=()):
 
 
 def test_baselines_prints_the_leaderboards_ranking(isolated_runs, tmp_path, monkeypatch, capsys):
-    from test_leaderboard import make_run
+    from helpers import make_run
 
     import benchmark.leaderboard.targets
     from benchmark.leaderboard.build import score_from_mlflow

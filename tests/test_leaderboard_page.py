@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_leaderboard import WORKLOAD, make_run
+from helpers import WORKLOAD, make_run
 
 import benchmark.leaderboard.build
 from benchmark.cli import main

@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_leaderboard import WORKLOAD, make_run
+from helpers import WORKLOAD, make_run
 
 from benchmark.cli import main
 from benchmark.leaderboard import store

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import small_overrides, small_workload
-from test_runner import FIFO, comparable, metric_histories
+from helpers import FIFO, comparable, metric_histories
 
 from benchmark.cli import main
 from benchmark.cli.parallel import run_parallel

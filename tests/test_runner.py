@@ -12,25 +12,13 @@ from pathlib import Path
 
 import pytest
 from conftest import small_overrides, small_workload
+from helpers import FIFO, comparable, metric_histories
 
 from benchmark.runner import RunSpec, run
 from benchmark.tracking import FLUSH_KEY, client, find_runs
 
 REPO = Path(__file__).resolve().parent.parent
-FIFO = REPO / "baselines" / "fifo_uniform.py"
 TINY_RUN = {"budget": 20_000, "eval.every": 10_000, "eval.num_problems": 10, "eval.pass_k_problems": 0}
-
-
-def metric_histories(run_id):
-    c = client()
-    keys = sorted(k for k in c.get_run(run_id).data.metrics if not k.startswith("wall/"))
-    return {k: sorted((m.step, m.value) for m in c.get_metric_history(run_id, k)) for k in keys}
-
-
-def comparable(summary):
-    # wall-clock values differ from run to run; `measured` holds the rest of them
-    return {k: v for k, v in summary.items()
-            if k not in ("wall_seconds", "strategy_ms_per_call", "mlflow_run_id", "measured")}
 
 
 def test_same_seed_and_config_give_identical_metrics_in_mlflow(tiny_checkpoint, isolated_runs, capsys):

@@ -29,7 +29,8 @@ def problems(error: ValidationError, model: type[BaseModel], data, where: str = 
             known = ", ".join(_resolve(schema, field_schema)["properties"])
             unknown.append(f"{at}unknown field `{loc[-1]}` (known: {known})")
         elif e["type"] == "value_error":  # a rule of the model's own validators: its message names the fix
-            wrong.setdefault(field, f"{where}: {e['ctx']['error']}" if where else str(e["ctx"]["error"]))
+            rule = str(e["ctx"]["error"])
+            wrong.setdefault(field, f"{where}: {rule}" if where else rule)
         elif field not in wrong:
             name = _dotted(where, *field) or "the file"
             must = (phrases or {}).get(".".join(field)) or describe(schema, field_schema)

@@ -144,6 +144,8 @@ class Workload(Section):
         return self.model_dump()
 
     def validate(self) -> None:
+        """The rules across fields and the ranges; each field's type is the schema's, checked on loading. (This
+        replaces pydantic's deprecated classmethod of the same name.)"""
         p, g = self.pipeline, self.grpo
         problems = []
         if p.workers < 1 or p.trainers < 1:

@@ -14,21 +14,30 @@ Everything else (model, task, learning rate, G, B, evaluation, budget, seeds) is
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal
 
 import yaml
+from annotated_types import Gt
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
 
+from benchmark import schema
 from benchmark.errors import UserError
 from benchmark.paths import BASELINES_DIR
-from benchmark.workload import LOSSES, Workload, load_workload
+from benchmark.workload import LOSSES, Number, Workload, load_workload
 
 TRACKS = ("buffer", "open")
 DEFAULT_TRACK = "buffer"
-REQUIRED = ("name", "authors", "contact", "description", "strategy", "track", "workers", "trainers")
-# the class: the file's one subclass, or STRATEGY = X
-OPTIONAL = ("buffer_size", "hyperparameters", "loss", "sync_every", "grpo")
 # the GRPO settings an open-track entry may choose (RLEP's clip-higher eps_high 0.28; the paper's theory sets the
 # learning rate jointly with N, the replay count and B)
 OPEN_TRACK_GRPO = ("asymre_delta", "eps_low", "eps_high", "lr")
@@ -37,6 +46,58 @@ BASELINES_FILE = BASELINES_DIR / "baselines.yaml"
 
 class SubmissionError(UserError):
     """A submission that does not validate; the message names every problem and its fix."""
+
+
+PositiveNumber = Annotated[Number, Gt(0), WithJsonSchema({"type": "number", "exclusiveMinimum": 0})]
+
+
+class EntryFields(BaseModel):
+    """The fields of a submission.yaml, and of each entry of baselines/baselines.yaml."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)  # strict: YAML's "5" is no number of workers
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # it names runs and files
+    authors: list[str] | str
+    contact: str
+    description: str
+    # relative to the entry's folder; the class: the file's one subclass, or STRATEGY = X
+    strategy: str = Field(pattern=r"\.py$")
+    track: Literal[TRACKS]
+    workers: PositiveInt
+    trainers: PositiveInt
+    # left out: the strategy's default (a `null` is refused as it was: no size is not a size)
+    buffer_size: PositiveInt = None
+    hyperparameters: dict = {}
+    loss: Literal[LOSSES] = "grpo"
+    sync_every: PositiveInt = None  # trainer steps between the workers' weight updates (default: the workload's)
+    grpo: dict[Literal[OPEN_TRACK_GRPO], PositiveNumber] = {}
+
+    @field_validator("hyperparameters")
+    @classmethod
+    def _buffer_size_at_the_top(cls, hyperparameters: dict) -> dict:
+        if "buffer_size" in hyperparameters:
+            raise ValueError("set buffer_size at the top level, not under hyperparameters")
+        return hyperparameters
+
+    # track comes before them, so that info.data holds it (when it is valid)
+    @field_validator("loss")
+    @classmethod
+    def _loss_on_the_open_track(cls, loss: str, info: ValidationInfo) -> str:
+        if loss != "grpo" and info.data.get("track") == "buffer":
+            raise ValueError("the buffer track fixes the loss to grpo: remove `loss` or use track: open")
+        return loss
+
+    @field_validator("grpo")
+    @classmethod
+    def _grpo_on_the_open_track(cls, grpo: dict, info: ValidationInfo) -> dict:
+        if grpo and info.data.get("track") == "buffer":
+            raise ValueError("the buffer track fixes the GRPO settings: remove `grpo` or use track: open")
+        return grpo
+
+
+# what a field must be, where its schema's pattern cannot say it
+PHRASES = {"name": "1-64 letters, digits, '.', '_' or '-' (it names runs and files)", "strategy": "a .py file",
+           "hyperparameters": "a mapping (name: value)"}
 
 
 @dataclass
@@ -149,53 +210,23 @@ def _read_yaml(path: Path):
         raise SubmissionError(f"{path} is not valid YAML: {exc}") from exc
 
 
-ENTRY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-
-
 def parse_entry(data: dict, folder: Path, where: str) -> Submission:
     """One entry's fields, validated: every problem in one SubmissionError headed by `where`. The strategy file
     is relative to `folder`."""
-    problems = [f"missing field `{k}`" for k in REQUIRED if k not in data]
-    problems += [f"unknown field `{k}` (known: {', '.join(REQUIRED + OPTIONAL)})"
-                 for k in data if k not in REQUIRED + OPTIONAL]
-    if data.get("track") not in TRACKS:
-        problems.append(f"track must be one of {', '.join(TRACKS)}, not {data.get('track')!r}")
-    loss = data.get("loss", "grpo")
-    if loss not in LOSSES:
-        problems.append(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
-    elif loss != "grpo" and data.get("track") == "buffer":
-        problems.append("the buffer track fixes the loss to grpo: remove `loss` or use track: open")
-    grpo = data.get("grpo", {})
-    if not isinstance(grpo, dict) or any(k not in OPEN_TRACK_GRPO for k in grpo) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in grpo.values()):
-        problems.append(f"grpo must map some of {', '.join(OPEN_TRACK_GRPO)} to positive numbers, not {grpo!r}")
-    elif grpo and data.get("track") == "buffer":
-        problems.append("the buffer track fixes the GRPO settings: remove `grpo` or use track: open")
-    for key in ("workers", "trainers", "buffer_size", "sync_every"):
-        if key in data and not (isinstance(data[key], int) and not isinstance(data[key], bool) and data[key] >= 1):
-            problems.append(f"{key} must be a positive integer, not {data[key]!r}")
-    if not isinstance(data.get("hyperparameters", {}), dict):
-        problems.append("hyperparameters must be a mapping (name: value)")
-    if isinstance(data.get("hyperparameters"), dict) and "buffer_size" in data["hyperparameters"]:
-        problems.append("set buffer_size at the top level, not under hyperparameters")
+    try:
+        entry, problems = EntryFields.model_validate(data), []
+    except ValidationError as exc:
+        entry, problems = None, schema.problems(exc, EntryFields, data, phrases=PHRASES)
     strategy = folder / str(data.get("strategy", ""))
-    if "strategy" in data and not strategy.resolve().is_relative_to(folder.resolve()):
-        # the entry's content hash covers its folder only: the code run must be in it
-        problems.append(f"strategy {data['strategy']!r} is outside the entry's folder {folder}: put the file in it")
-    elif "strategy" in data and not strategy.is_file():
-        problems.append(f"strategy file {strategy} not found")
-    if "strategy" in data and strategy.suffix != ".py":
-        problems.append(f"strategy must be a .py file, not {data['strategy']!r}")
-    if "name" in data and not (isinstance(data["name"], str) and ENTRY_NAME.fullmatch(data["name"])):
-        problems.append(f"name must be 1-64 letters, digits, '.', '_' or '-' (it names runs and files), "
-                        f"not {data['name']!r}")
-    authors = data.get("authors", [])
+    if isinstance(data.get("strategy"), str):
+        if not strategy.resolve().is_relative_to(folder.resolve()):
+            # the entry's content hash covers its folder only: the code run must be in it
+            problems.append(f"strategy {data['strategy']!r} is outside the entry's folder {folder}: put the file in it")
+        elif not strategy.is_file():
+            problems.append(f"strategy file {strategy} not found")
     if problems:
         raise SubmissionError(f"{where}:\n  - " + "\n  - ".join(problems))
-    return Submission(
-        folder=folder, name=str(data["name"]), authors=authors if isinstance(authors, list) else [str(authors)],
-        contact=str(data["contact"]), description=str(data["description"]), strategy=strategy,
-        track=data["track"], workers=data["workers"], trainers=data["trainers"],
-        buffer_size=data.get("buffer_size"), hyperparameters=dict(data.get("hyperparameters", {})),
-        loss=loss, sync_every=data.get("sync_every"), grpo=dict(grpo),
-    )
+    fields = entry.model_dump()
+    authors = fields.pop("authors")
+    return Submission(**fields | {"folder": folder, "strategy": strategy,
+                                  "authors": authors if isinstance(authors, list) else [authors]})

@@ -6,28 +6,41 @@ quick try; strategy hyperparameters are set with `--set name=value` (see `split_
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, WithJsonSchema
 
+from benchmark import schema
 from benchmark.errors import UserError
+from benchmark.grading.prompts import PROMPT_FORMATS
 from benchmark.paths import WORKLOADS_DIR
 
 LOSSES = ("grpo", "asymre")  # grpo: clipped importance ratio; asymre: asymmetric REINFORCE
+DATA_PARALLEL = ("ddp", "fsdp")
+DTYPES = ("float32", "bfloat16", "float16")
+
+# A number as the YAML writes it: pydantic's float would turn `budget: 4_800_000` into 4800000.0, and the run
+# configs hashed into group keys record it as an int
+Number = Annotated[StrictInt | StrictFloat, WithJsonSchema({"type": "number"})]
 
 
 class WorkloadError(UserError):
     """A workload that cannot be found or does not validate; the message names the fix."""
 
 
-@dataclass
-class ModelConfig:
+class Section(BaseModel):
+    # strict: a YAML "3" is not a number, 4.0 not a whole number, true neither
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ModelConfig(Section):
     source: str = "tiny"  # "tiny" = the CPU model from tiny_lm; otherwise a hub id or a local path
-    dtype: str = "float32"  # weights dtype: float32, bfloat16 or float16
-    prompt_format: str = "auto"  # chat template of the tokenizer (chat), raw prompt (plain), or auto; see prompts.py
-    chat_template_options: dict = field(default_factory=dict)  # keyword arguments of the chat template
+    dtype: Literal[DTYPES] = "float32"  # weights dtype
+    # chat template of the tokenizer (chat), raw prompt (plain), or auto; see prompts.py
+    prompt_format: Literal[PROMPT_FORMATS] = "auto"
+    chat_template_options: dict = {}  # keyword arguments of the chat template
     checkpoint: str = ""  # folder (relative to the repo) of the warm-started start checkpoint
     alphabet: str = ""  # tiny only: the characters of the tokenizer
     hidden_size: int = 192
@@ -37,110 +50,103 @@ class ModelConfig:
     max_positions: int = 64
 
 
-@dataclass
-class WarmStartConfig:
+class WarmStartConfig(Section):
     """Supervised warm start of the tiny model (answer-only loss), stopped inside a target band."""
 
     seed: int = 0
-    lr: float = 1e-3
+    lr: Number = 1e-3
     batch_size: int = 64
     max_steps: int = 3000
     eval_every: int = 25
     eval_problems: int = 500
-    target_accuracy: float = 0.3  # stop at the first evaluation at or above this
+    target_accuracy: Number = 0.3  # stop at the first evaluation at or above this
 
 
-@dataclass
-class PipelineConfig:
+class PipelineConfig(Section):
     devices: int = 8  # W + T
     workers: int = 4
     trainers: int = 4
     sync_every: int = 1  # workers receive the trainers' weights every this many steps
-    mu: float = 5.28  # cost of generating a token / cost of training on it (Qwen2.5-7B in the paper)
+    mu: Number = 5.28  # cost of generating a token / cost of training on it (Qwen2.5-7B in the paper)
     mu_source: str = ""  # where mu comes from: "paper: ...", "measured: ...", or "unknown: ..." (a placeholder)
-    grid: list[list[int]] = field(default_factory=list)  # the (W, T) splits swept for this workload, W + T = devices
+    grid: list[list[int]] = []  # the (W, T) splits swept for this workload, W + T = devices
 
 
-@dataclass
-class GRPOConfig:
+class GRPOConfig(Section):
     group_size: int = 8
     batch_size: int = 64  # rollouts per trainer step
-    lr: float = 1e-4
-    betas: tuple[float, float] = (0.9, 0.999)
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    eps_low: float = 0.2
-    eps_high: float = 0.2
+    lr: Number = 1e-4
+    betas: tuple[Number, Number] = Field((0.9, 0.999), strict=False)  # not strict: YAML gives a list
+    weight_decay: Number = 0.0
+    max_grad_norm: Number = 1.0
+    eps_low: Number = 0.2
+    eps_high: Number = 0.2
     aggregation: str = "token_mean"
-    loss: str = "grpo"  # "grpo" (clipped importance ratio) or "asymre" (asymmetric REINFORCE)
-    asymre_delta: float = 0.1  # asymre: baseline V = group mean reward - delta
-    temperature: float = 1.0  # sampling temperature of the training rollouts
+    loss: Literal[LOSSES] = "grpo"
+    asymre_delta: Number = 0.1  # asymre: baseline V = group mean reward - delta
+    temperature: Number = 1.0  # sampling temperature of the training rollouts
     # memory only, same update: rollouts per forward/backward, gradients accumulated (0 = the whole batch)
     micro_batch_size: int = 0
     gradient_checkpointing: bool = False  # recompute activations in backward instead of keeping them
     # memory only, same update: how the T trainers hold the model. "ddp": each holds all of it (weights, gradients,
     # optimiser state); "fsdp": PyTorch's fully_shard, each holds 1/T of them, gathered layer by layer when used
-    data_parallel: str = "ddp"
+    data_parallel: Literal[DATA_PARALLEL] = "ddp"
 
 
-DATA_PARALLEL = ("ddp", "fsdp")
-
-
-@dataclass
-class EvalConfig:
-    every: float = 10_000.0  # compute units between evaluations
+class EvalConfig(Section):
+    every: Number = 10_000.0  # compute units between evaluations
     num_problems: int = 500
-    temperature: float = 0.0  # pass@1; 0 = greedy (the paper uses 0.1)
-    pass_k: list[int] = field(default_factory=lambda: [1, 4])
+    temperature: Number = 0.0  # pass@1; 0 = greedy (the paper uses 0.1)
+    pass_k: list[int] = [1, 4]
     pass_k_samples: int = 8  # n samples per problem at temperature 1.0 for pass@k
     pass_k_problems: int = 100
     num_logged_samples: int = 20  # eval completions kept as an artifact
     # what is evaluated: "task" (its test split) or "task:split"; the first gives eval/accuracy (what is
     # scored), the others eval/<task>[.<split>]/...; empty = the workload's task, test split
-    tasks: list[str] = field(default_factory=list)
+    tasks: list[str] = []
 
 
-@dataclass
-class LimitsConfig:
+class LimitsConfig(Section):
     """The rules of a strategy's resources in one run, the same in both modes; past one, the run ends with
     a verdict (timeout, memory, garbage). Far above honest use: the baselines take a few seconds a run."""
 
-    strategy_seconds: float = 900.0  # all of the strategy's calls in one run, wall time
-    call_seconds: float = 10.0  # one call, wall time; and in a box, its CPU time
+    strategy_seconds: Number = 900.0  # all of the strategy's calls in one run, wall time
+    call_seconds: Number = 10.0  # one call, wall time; and in a box, its CPU time
     memory_mb: int = 2048  # the strategy's process (isolated runs)
-    reply_mb: float = 64.0  # one checkpoint state of an isolated strategy (a call's reply: 1 MB)
+    reply_mb: Number = 64.0  # one checkpoint state of an isolated strategy (a call's reply: 1 MB)
     # Relative to the run: the calls' wall time may not pass floor_seconds + wall_share of the engine's own wall
     # time (so a strategy cannot stretch a run by more than that), nor the box's CPU time, every thread of it,
     # floor_seconds + cpu_share of the engine's CPU time. Honest strategies use well under 1% of either.
-    floor_seconds: float = 30.0
-    wall_share: float = 0.1
-    cpu_share: float = 0.05
+    floor_seconds: Number = 30.0
+    wall_share: Number = 0.1
+    cpu_share: Number = 0.05
 
 
-@dataclass
-class Workload:
+class Workload(Section):
     name: str
     task: str
     version: str = "1"
     description: str = ""
-    budget: float = 1_000_000.0  # compute units
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3])  # the seeds every entry is scored over
+    budget: Number = 1_000_000.0  # compute units
+    seeds: list[int] = [0, 1, 2, 3]  # the seeds every entry is scored over
     # the reference's held-out seeds, whose runs set the target and are never scored (empty: the scored seeds)
-    target_seeds: list[int] = field(default_factory=list)
-    strategy_defaults: dict = field(default_factory=dict)  # per-workload strategy hyperparameters
-    data_path: dict = field(default_factory=dict)  # task name -> local data (a path, or {split: path}); see tasks.py
+    target_seeds: list[int] = []
+    strategy_defaults: dict = {}  # per-workload strategy hyperparameters
+    data_path: dict = {}  # task name -> local data (a path, or {split: path}); see tasks.py
     max_new_tokens: int = 0  # generation limit for training and evaluation; 0 = each task's max_gen_toks
-    model: ModelConfig = field(default_factory=ModelConfig)
-    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
-    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-    grpo: GRPOConfig = field(default_factory=GRPOConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    grpo: GRPOConfig = Field(default_factory=GRPOConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return self.model_dump()
 
     def validate(self) -> None:
+        """The rules across fields and the ranges; each field's type is the schema's, checked on loading. (This
+        replaces pydantic's deprecated classmethod of the same name.)"""
         p, g = self.pipeline, self.grpo
         problems = []
         if p.workers < 1 or p.trainers < 1:
@@ -152,13 +158,9 @@ class Workload:
             problems.append("grpo.batch_size and grpo.group_size must be positive")
         if self.eval.every <= 0 or self.budget <= 0:
             problems.append("budget and eval.every must be positive: raise --budget")
-        if g.loss not in LOSSES:
-            problems.append(f"grpo.loss must be one of {', '.join(LOSSES)}, not {g.loss!r}")
         if g.eps_low < 0 or g.eps_high < 0:
             problems.append("grpo.eps_low and grpo.eps_high must be >= 0")
-        if g.data_parallel not in DATA_PARALLEL:
-            problems.append(f"grpo.data_parallel must be one of {', '.join(DATA_PARALLEL)}, not {g.data_parallel!r}")
-        if not isinstance(g.micro_batch_size, int) or g.micro_batch_size < 0:
+        if g.micro_batch_size < 0:
             problems.append(f"grpo.micro_batch_size must be an integer >= 0 (0 = the whole batch), "
                             f"not {g.micro_batch_size!r}")
         if set(self.seeds) & set(self.target_seeds):
@@ -193,15 +195,9 @@ class Workload:
         return [tuple(t.split(":", 1)) if ":" in t else (t, "test") for t in self.eval.tasks] or [(self.task, "test")]
 
     def _model_and_task_problems(self) -> list[str]:
-        from benchmark.grading.prompts import PROMPT_FORMATS
         from benchmark.grading.tasks import TASKS_DIR
 
-        m, problems = self.model, []
-        if m.dtype not in ("float32", "bfloat16", "float16"):
-            problems.append(f"model.dtype must be float32, bfloat16 or float16, not {m.dtype!r}")
-        if m.prompt_format not in PROMPT_FORMATS:
-            problems.append(f"model.prompt_format must be one of {', '.join(PROMPT_FORMATS)}, not {m.prompt_format!r}")
-        e = self.eval
+        problems, e = [], self.eval
         if e.pass_k_problems > 0 and e.pass_k and max(e.pass_k) > e.pass_k_samples:
             problems.append(f"eval.pass_k {e.pass_k} needs eval.pass_k_samples >= {max(e.pass_k)} "
                             f"(it is {e.pass_k_samples})")
@@ -209,8 +205,7 @@ class Workload:
             problems.append("max_new_tokens must be >= 0 (0 = the task's own limit)")
         devices = self.pipeline.devices
         for pair in self.pipeline.grid:
-            if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(x, int) and x >= 1
-                                                                               for x in pair) and sum(pair) == devices):
+            if not (len(pair) == 2 and min(pair) >= 1 and sum(pair) == devices):
                 problems.append(f"pipeline.grid entry {pair!r} must be [W, T] with W, T >= 1 and W + T = {devices}")
         tasks = {self.task} | {name for name, _ in self.eval_targets()}
         missing = sorted(t for t in tasks if not (TASKS_DIR / t / f"{t}.yaml").is_file())
@@ -221,52 +216,6 @@ class Workload:
             problems.append(f"data_path names task(s) {', '.join(unknown)} that the workload neither trains nor "
                             f"evaluates on ({', '.join(sorted(tasks))})")
         return problems
-
-
-SECTIONS = {"model": ModelConfig, "warm_start": WarmStartConfig, "pipeline": PipelineConfig,
-            "grpo": GRPOConfig, "eval": EvalConfig, "limits": LimitsConfig}
-
-
-def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-# What a field's annotation admits, checked before anything is built (a bool is not a number here).
-TYPE_CHECKS = {
-    "int": lambda x: isinstance(x, int) and not isinstance(x, bool),
-    "float": _is_number,
-    "bool": lambda x: isinstance(x, bool),
-    "str": lambda x: isinstance(x, str),
-    "dict": lambda x: isinstance(x, dict),
-    "list[int]": lambda x: isinstance(x, list) and all(TYPE_CHECKS["int"](i) for i in x),
-    "list[str]": lambda x: isinstance(x, list) and all(isinstance(i, str) for i in x),
-    "list[list[int]]": lambda x: isinstance(x, list) and all(TYPE_CHECKS["list[int]"](i) for i in x),
-    "tuple[float, float]": lambda x: isinstance(x, (list, tuple)) and len(x) == 2 and all(map(_is_number, x)),
-}
-TYPE_NAMES = {"int": "a whole number", "float": "a number", "bool": "true or false", "str": "a string",
-              "dict": "a mapping", "list[int]": "a list of whole numbers", "list[str]": "a list of strings",
-              "list[list[int]]": "a list of lists of whole numbers", "tuple[float, float]": "two numbers"}
-
-
-def _build(cls, data: dict, where: str):
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise WorkloadError(f"{where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(fields)}")
-    wrong = [f"{where}.{k} must be {TYPE_NAMES[fields[k].type]}, not {v!r}" for k, v in data.items()
-             if fields[k].type in TYPE_CHECKS and not TYPE_CHECKS[fields[k].type](v)]
-    if wrong:
-        raise WorkloadError("; ".join(wrong))
-    kwargs = dict(data)
-    if cls is Workload:
-        for key, section in SECTIONS.items():
-            if key in kwargs:
-                if not isinstance(kwargs[key], dict):
-                    raise WorkloadError(f"{where}.{key} must be a mapping")
-                kwargs[key] = _build(section, kwargs[key], f"{where}.{key}")
-    if "betas" in kwargs:
-        kwargs["betas"] = tuple(kwargs["betas"])
-    return cls(**kwargs)
 
 
 def workload_path(name_or_path: str) -> Path:
@@ -317,6 +266,9 @@ def load_workload(name_or_path: str, overrides: dict | None = None) -> Workload:
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
-    workload = _build(Workload, data, path.stem)
+    try:
+        workload = Workload.model_validate(data)
+    except ValidationError as exc:
+        raise WorkloadError("; ".join(schema.problems(exc, Workload, data, path.stem))) from None
     workload.validate()
     return workload

@@ -49,8 +49,8 @@ BASE = ("name: x\nauthors: [a]\ncontact: c\ndescription: d\nstrategy: strategy.p
     ("track: buffer\nlr: 0.1\n", "unknown field `lr`"),
     ("track: buffer\nhyperparameters: {buffer_size: 3}\n", "set buffer_size at the top level"),
     ("track: buffer\ngrpo: {eps_high: 0.28}\n", "the buffer track fixes the GRPO settings"),
-    ("track: open\ngrpo: {group_size: 16}\n", "grpo must map some of asymre_delta, eps_low, eps_high, lr"),
-    ("track: open\ngrpo: {lr: -1}\n", "grpo must map some of"),
+    ("track: open\ngrpo: {group_size: 16}\n", "grpo must be a mapping of some of asymre_delta, eps_low, eps_high, lr"),
+    ("track: open\ngrpo: {lr: -1}\n", "grpo must be a mapping of some of"),
 ])
 def test_schema_problems_are_named(tmp_path, extra, message):
     with pytest.raises(SubmissionError, match=message):
@@ -66,6 +66,11 @@ def test_schema_problems_are_named(tmp_path, extra, message):
     (BASE.replace("name: x", "name: \"x' OR 1=1\"") + "track: buffer\n", "name must be 1-64 letters"),
     (BASE.replace("strategy: strategy.py", "strategy: submission.yaml") + "track: buffer\n",
      "strategy must be a .py file"),
+    (BASE.replace("workers: 5", "workers: '5'") + "track: buffer\n", "workers must be a positive integer, not '5'"),
+    (BASE + "track: buffer\nbuffer_size: null\n", "buffer_size must be a positive integer, not None"),
+    (BASE.replace("authors: [a]", "authors: 5") + "track: buffer\n", "authors must be a list of strings or a string"),
+    (BASE + "track: open\ngrpo: {lr: true}\n", "grpo must be a mapping of some of"),
+    (BASE + "track: buffer\nhyperparameters: [1]\n", r"hyperparameters must be a mapping \(name: value\), not \[1\]"),
 ])
 def test_values_a_yaml_reader_would_accept_are_refused(tmp_path, text, message):
     entry = tmp_path / "entry"
@@ -86,6 +91,26 @@ def test_an_entry_holds_its_own_files_only(tmp_path):
         f.truncate(17 * 2**20)
     with pytest.raises(SubmissionError, match="an entry may hold at most 16 MB"):
         load_submission(entry)
+
+
+def test_every_problem_is_one_line_missing_then_unknown_then_wrong(tmp_path):
+    text = BASE.replace("name: x\n", "").replace("workers: 5", "workers: 0") + "track: buffer\nloss: asymre\nlr: 1\n"
+    with pytest.raises(SubmissionError) as error:
+        load_submission(write(tmp_path, text))
+    assert str(error.value).split("\n")[1:] == [
+        "  - missing field `name`",
+        "  - unknown field `lr` (known: name, authors, contact, description, strategy, track, workers, trainers, "
+        "buffer_size, hyperparameters, loss, sync_every, grpo)",
+        "  - workers must be a positive integer, not 0",
+        "  - the buffer track fixes the loss to grpo: remove `loss` or use track: open"]
+
+
+def test_validate_refuses_a_broken_entry_in_one_message(tmp_path, isolated_runs, capsys):
+    from benchmark.cli import main
+
+    assert main(["validate", str(write(tmp_path, BASE + "track: fast\n"))]) == 2
+    err = capsys.readouterr().err
+    assert "track must be one of buffer, open, not 'fast'" in " ".join(err.split()) and "Traceback" not in err
 
 
 def test_open_track_may_choose_a_registered_loss_and_its_clip_range(tmp_path):

@@ -2,7 +2,7 @@
 each holding its commands' arguments (`add_parsers`) and handlers (`cmd_<command>`):
 
     runs         run, baselines, validate, submit, and the progress bar they share
-    tools        workloads, warmstart, grade, measure-mu
+    tools        workloads, schema, warmstart, grade, measure-mu
     eval         eval
     doctor       doctor
     leaderboard  leaderboard [build | serve | freeze-target]

@@ -26,6 +26,7 @@ EXAMPLES = {
     "sweep": "replaybench sweep --strategies fifo_uniform --splits 6,2 5,3 4,4 --seeds 100 101 --jobs 2",
     "plan": "replaybench plan --workload qwen2.5-7b-openr1",
     "workloads": "replaybench workloads --check",
+    "schema": "replaybench schema submission",
     "grade": "replaybench grade --task math500 completions.jsonl --out verdicts.jsonl",
     "measure-mu": "replaybench measure-mu --workload qwen3-0.6b-openr1 --engine vllm",
     "eval": "replaybench eval --model tasks/arith_tiny/checkpoint --task arith_tiny --greedy --limit 200",

@@ -1,4 +1,4 @@
-"""Commands around the runs: `workloads`, `warmstart`, `grade` and `measure-mu`."""
+"""Commands around the runs: `workloads`, `schema`, `warmstart`, `grade` and `measure-mu`."""
 
 from __future__ import annotations
 
@@ -17,6 +17,11 @@ def add_parsers(subparsers) -> None:
     p = subparsers.add_parser("workloads", help="list the workloads")
     p.add_argument("--check", action="store_true", help="exit non-zero if any workload does not validate")
     p.set_defaults(func=cmd_workloads)
+
+    p = subparsers.add_parser("schema", help="print the JSON Schema of a workload file or of a submission.yaml "
+                                             "(e.g. for an editor's YAML completion)")
+    p.add_argument("kind", choices=("workload", "submission"))
+    p.set_defaults(func=cmd_schema)
 
     p = subparsers.add_parser("warmstart", help="(re)build a tiny workload's start checkpoint",
                               epilog="example: replaybench warmstart --workload arith-tiny --out /tmp/ckpt")
@@ -71,6 +76,17 @@ def cmd_workloads(args) -> int:
                       first_sentence)
     Console().print(table)
     return 1 if (failures and args.check) else 0
+
+
+def cmd_schema(args) -> int:
+    import json
+
+    from benchmark.submission import EntryFields
+    from benchmark.workload import Workload
+
+    model = {"workload": Workload, "submission": EntryFields}[args.kind]
+    print(json.dumps(model.model_json_schema(), indent=2))
+    return 0
 
 
 def cmd_warmstart(args) -> int:

@@ -32,7 +32,6 @@ decisions, in the box as in-process.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
 import socket
 import time
@@ -112,7 +111,7 @@ class IsolatedStrategy(ReplayStrategy):
         self.call_seconds: list[float] = []  # CPU seconds the strategy spent per call, as the box reports them
         self.overhead_seconds = 0.0  # wall time of the calls, pipe and encoding included
         start = {"source": text, "path": str(strategy_path), "params": params, "defaults": defaults or {},
-                 "rng_seed": rng_seed, "limits": dataclasses.asdict(limits),
+                 "rng_seed": rng_seed, "limits": limits.model_dump(),
                  "seccomp": base64.b64encode(exec_program()).decode() if sandboxed else None}
         deadline = time.monotonic() + STARTUP_TIMEOUT
         self._send(start, deadline, "start")

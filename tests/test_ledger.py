@@ -86,7 +86,7 @@ def test_the_ledger_hands_over_copies_with_the_context_and_keeps_its_own():
     assert [r.rollout_id for r in pool] == list(range(8)) and [r.rollout_id for r in added] == [8, 9, 10, 11]
     assert {r.group_id for r in added} == {2} and ledger.next_group_id == 3 and ledger.next_rollout_id == 12
     assert all(r is not ledger.known[r.rollout_id] and r == ledger.known[r.rollout_id] for r in pool + added)
-    assert pool_ctx == ctx == (0, 0, 2, {})
+    assert pool_ctx == ctx == (0, 2, {})
     batch, weights = ledger.sample(4)
     assert [r.rollout_id for r in batch] == [0, 1, 2, 3] and weights is None
     assert ledger.calls == 3 and ledger.seconds > 0

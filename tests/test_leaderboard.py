@@ -505,3 +505,33 @@ def test_the_committed_board_separates_the_control_and_keeps_its_target_apart():
     assert not set(w["reference_run_ids"]) & set(reference["workloads"][WORKLOAD]["run_ids"])
     shipped = {p.name for p in (repo / "leaderboard" / "runs").iterdir()}
     assert {r for e in entries for r in e["workloads"][WORKLOAD]["run_ids"]} <= shipped  # every number can be opened
+
+
+def test_the_verdict_in_words_follows_the_interval_and_needs_the_reference():
+    from benchmark.leaderboard.render import verdict_words
+
+    def score(lo, mid, hi, reached=True):
+        return {"reached": reached, "speedup_geomean": mid, "ci95": [lo, hi], "best_vs_target": 0.9,
+                "best_vs_target_ci95": [0.85, 0.95]}
+
+    assert verdict_words(score(1.05, 1.2, 1.3), True) == \
+        "speedup 1.200 [1.050, 1.300] against the reference: faster than the reference (interval above 1)"
+    assert verdict_words(score(0.7, 0.8, 0.9), True).endswith("slower than the reference (interval below 1)")
+    assert verdict_words(score(0.81, 0.96, 1.0), True) == \
+        "speedup 0.960 [0.810, 1.000] against the reference: not resolved from it (the interval holds 1)"
+    assert verdict_words(score(0.81, 0.96, 0.99996), True).endswith("(the interval holds 1)")  # as the digits read
+    assert "slower than the reference" in verdict_words(score(0, 0, 0, reached=False), True)
+    alone = verdict_words(score(1.05, 1.2, 1.3), False)
+    assert "faster" not in alone and alone.endswith(
+        "no comparison yet: run `replaybench leaderboard import-runs`, then `replaybench leaderboard`")
+
+
+def test_without_the_reference_no_file_shows_a_rank_band_or_profile():
+    kestrel = [record(WORKLOAD, "kestrel", s, reaching_at(4)) for s in range(4)]
+    ref = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(10, 14)]
+    results = build_results(kestrel, {WORKLOAD: frozen(ref, 8 * EVERY)}, resamples=200)
+    header, rows = table_rows(results)
+    assert "kestrel" in rows[0] and not {"band", "rank [95%]", "perf. profile"} & set(header)
+    md, page = render_markdown(results), render_html(results)
+    assert "perf. profile" not in md and "Note: no rank, band or performance profile" in md
+    assert "perf. profile" not in page and "run `replaybench leaderboard import-runs`" in page

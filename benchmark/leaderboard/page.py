@@ -23,7 +23,14 @@ from benchmark.leaderboard.plots import (
     replay_plot,
 )
 from benchmark.leaderboard.published import shared_path
-from benchmark.leaderboard.render import format_compute, format_number, table_rows, title
+from benchmark.leaderboard.render import (
+    format_compute,
+    format_number,
+    lacks_reference,
+    no_verdict_note,
+    table_rows,
+    title,
+)
 
 RUNS_OPEN_UP_TO = 40  # the runs table starts folded when it is longer
 
@@ -188,6 +195,17 @@ details summary { cursor: pointer; margin: 0.5rem 0; }
 """
 
 
+def _ranking_note(results: dict) -> str:
+    if lacks_reference(results):  # no verdict the store cannot make: the entries' own numbers only
+        return (f'<p class="note"><strong>{_esc(no_verdict_note(results))}.</strong> speedup = the reference\'s '
+                "frozen compute-to-target / the entry's (median over seeds). Click a column header to sort.</p>")
+    return ('<p class="note">speedup = the reference\'s compute-to-target / the entry\'s (median over seeds); '
+            "ranked by it, and below every entry that reaches the target those whose median run does not, by "
+            "best accuracy / target. A new band starts at the first entry separable at 95% from the current "
+            "band's first entry (paired bootstrap over seeds). "
+            "Click a column header to sort.</p>")
+
+
 def render_html(results: dict) -> str:
     """The whole page as one string (plots inlined); the same results give the same bytes."""
     workloads = sorted(results["workloads"])
@@ -201,12 +219,7 @@ def render_html(results: dict) -> str:
              '<a href="results.json">results.json</a> and <a href="LEADERBOARD.md">LEADERBOARD.md</a>; each names '
              'the MLflow run ids it comes from (<a href="#runs-section">runs below</a>). '
              'Rules: <a href="README.md">README.md</a>.</p>',
-             "<h2>Ranking</h2>",
-             '<p class="note">speedup = the reference\'s compute-to-target / the entry\'s (median over seeds); '
-             "ranked by it, and below every entry that reaches the target those whose median run does not, by "
-             "best accuracy / target. A new band starts at the first entry separable at 95% from the current "
-             "band's first entry (paired bootstrap over seeds). "
-             "Click a column header to sort.</p>",
+             "<h2>Ranking</h2>", _ranking_note(results),
              f'<div class="scroll">{_ranking_table(results)}</div>']
     if len(workloads) > 1:
         parts.append('<p class="note">Plots per workload: ' + " · ".join(

@@ -44,6 +44,40 @@ def title(results: dict) -> str:
 
 WIDE_TABLE = 170  # columns the whole table needs
 NARROW_COLUMNS = ("band", "rank [95%]", "entry", "(W,T)", "speedup (geo-mean) [95% CI]")
+# the columns that order entries against each other: shown only beside the reference
+VERDICT_COLUMNS = ("band", "rank [95%]", "perf. profile")
+IMPORT_RUNS = "replaybench leaderboard import-runs"  # loads leaderboard/runs/, the published board's runs
+
+
+def lacks_reference(results: dict) -> bool:
+    """Entries without the reference's scored runs beside them (a fresh clone's store): a rank, a band or a
+    performance profile would only order them among themselves, so the first entry would read as band 1."""
+    return bool(results["entries"]) and not any(e["reference"] for e in results["entries"])
+
+
+def no_verdict_note(results: dict) -> str:
+    seeds = "; ".join(f"{w} seeds {', '.join(map(str, d['scored_seeds']))}"
+                      for w, d in sorted(results["workloads"].items()))
+    return (f"no rank, band or performance profile: this store holds no scored runs of the reference "
+            f"({results['rules']['reference']} on {seeds}) to compare with; run `{IMPORT_RUNS}`, then "
+            "`replaybench leaderboard`")
+
+
+def verdict_words(score: dict, reference_present: bool) -> str:
+    """Where an entry landed, in words: its speedup against the reference's 1 and whether the interval is
+    clear of 1, judged on the digits shown (so the words never contradict the numbers)."""
+    numbers = f"speedup {format_score(score)}"
+    if not reference_present:
+        return (f"{numbers} against the frozen reference compute-to-target; no comparison yet: run "
+                f"`{IMPORT_RUNS}`, then `replaybench leaderboard`")
+    if not score["reached"]:
+        return f"{numbers}: slower than the reference (its median run never reaches the target)"
+    lo, hi = (round(x, 3) for x in score["ci95"])
+    if lo > 1:
+        return f"{numbers} against the reference: faster than the reference (interval above 1)"
+    if hi < 1:
+        return f"{numbers} against the reference: slower than the reference (interval below 1)"
+    return f"{numbers} against the reference: not resolved from it (the interval holds 1)"
 
 
 def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
@@ -77,13 +111,16 @@ def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
             row += [format_workload_speedup(e["workloads"][w]) for w in workloads]
         row.append("; ".join(e["flags"]))
         rows.append(row)
+    if lacks_reference(results):
+        keep = [i for i, col in enumerate(header) if col not in VERDICT_COLUMNS]
+        header, rows = [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
     return header, rows
 
 
 def store_notes(results: dict) -> list[str]:
     """What a board built from this store lacks, each with its fix (a fresh clone's store holds none of the runs
     that set the published targets)."""
-    notes = []
+    notes = [no_verdict_note(results)] if lacks_reference(results) else []
     for w, d in sorted(results["workloads"].items()):
         missing, total = len(d.get("target_runs_missing", [])), len(d["reference_run_ids"])
         if missing:
@@ -106,16 +143,17 @@ def print_leaderboard(results: dict, console=None) -> None:
     flags = []
     if console.is_terminal and console.width < WIDE_TABLE:
         # a narrow terminal gets the columns that rank; the flags go below the table (results.json has the rest)
-        keep = [header.index(c) for c in NARROW_COLUMNS]
+        keep = [header.index(c) for c in NARROW_COLUMNS if c in header]
         flags = [(row[header.index("entry")], row[-1]) for row in rows if row[-1]]
         header, rows = [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
     elif not console.is_terminal:
         console = Console(file=console.file, width=max(console.width, WIDE_TABLE))  # a file or pipe: one line a row
-    table = Table(title=title(results),
-                  caption="speedup = reference compute-to-target / entry's (median over seeds); ranked by it, "
-                          "below it the entries whose median run never reaches the target, by best accuracy; "
-                          "a new band starts at the first entry separable at 95% from the current band's first "
-                          "(paired bootstrap over seeds)")
+    caption = ("speedup = reference compute-to-target / entry's (median over seeds); " + (
+        "the reference's runs are not in this store, so no entry is ranked" if lacks_reference(results) else
+        "ranked by it, below it the entries whose median run never reaches the target, by best accuracy; a new "
+        "band starts at the first entry separable at 95% from the current band's first (paired bootstrap over "
+        "seeds)"))
+    table = Table(title=title(results), caption=caption)
     for col in header:
         table.add_column(col, justify="left" if col in ("entry", "flags") else "right")
     for row in rows:
@@ -123,6 +161,8 @@ def print_leaderboard(results: dict, console=None) -> None:
     console.print(table)
     for entry, flag in flags:
         console.print(f"{escape(entry)}: {escape(flag)}")
+    for note in store_notes(results):  # under the table: what it cannot say, before the lists of left-out runs
+        console.print(f"[yellow]note:[/] {escape(note)}")
     if results["not_ranked"]:
         t = Table(title="not ranked")
         for col in ("entry", "reason", "runs"):
@@ -147,8 +187,6 @@ def print_leaderboard(results: dict, console=None) -> None:
         console.print(t)
     for w, info in results["unscored_workloads"].items():
         console.print(f"[yellow]workload {w}: {info['runs']} runs not scored (no target); run `{info['fix']}`[/]")
-    for note in store_notes(results):
-        console.print(f"[yellow]note:[/] {escape(note)}")
 
 
 def _md_cell(text: str) -> str:

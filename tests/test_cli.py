@@ -376,3 +376,45 @@ def test_every_error_a_user_can_cause_is_a_user_error():
              benchmark.leaderboard.LeaderboardError, benchmark.cli.eval.EvalError,
              benchmark.grading.grade_file.GradingError, benchmark.grading.prompts.PromptError]
     assert all(issubclass(kind, UserError) for kind in kinds)
+
+
+def test_submit_into_a_store_without_the_reference_gives_no_rank_and_names_import_runs(isolated_runs, monkeypatch,
+                                                                                       capsys):
+    """A fresh clone: the entry's runs are the store's only ones, so `submit` and the board give its own numbers,
+    never band 1, and the command that loads the reference; once the reference's runs are in, the ranking."""
+    from helpers import make_run
+
+    import benchmark.cli.runs
+    from benchmark.tracking import client, experiment_id
+
+    c = client()
+    exp = experiment_id(c, "arith-tiny")
+
+    def fake_training(spec, label="", **_):  # a finished run that reaches the target in half the reference's compute
+        run_id = make_run(c, exp, "strategy", spec.seed, [0.3] * 10 + [0.8], spec.workload.pipeline.workers,
+                          spec.workload.pipeline.trainers)
+        c.set_tag(run_id, "replaybench.name", spec.name)
+        return {"mlflow_run_id": run_id}
+
+    monkeypatch.setattr(benchmark.cli.runs, "run_with_progress", fake_training)
+    monkeypatch.setenv("COLUMNS", "400")
+    assert main(["submit", str(REPO / "submissions" / "example_entry"), "--jobs", "1"]) == 0
+    out = capsys.readouterr()
+    said = " ".join((out.out + out.err).split())
+    assert "against the frozen reference compute-to-target; no comparison yet: run " \
+           "`replaybench leaderboard import-runs`, then `replaybench leaderboard`" in said
+    assert "band" not in said and "rank" not in said
+
+    assert main(["leaderboard"]) == 0
+    table = capsys.readouterr().out
+    said = " ".join(table.split())
+    assert "no rank, band or performance profile: this store holds no scored runs of the reference" in said
+    assert "run `replaybench leaderboard import-runs`" in said
+    assert "band" not in table.splitlines()[1] + table.splitlines()[2] and "perf. profile" not in table
+    assert "│ example_entry" in table
+
+    for seed in range(4):  # the reference on the scored seeds: now the board can rank
+        make_run(c, exp, "on_policy", seed, [0.3] * 21 + [0.8], workers=6, trainers=2)
+    assert main(["leaderboard"]) == 0
+    table = capsys.readouterr().out
+    assert "perf. profile" in table and "no rank, band" not in table and "on_policy (reference)" in table

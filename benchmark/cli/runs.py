@@ -19,11 +19,11 @@ from benchmark.cli.options import add_executor_option, add_workload_options, con
 from benchmark.cli.parallel import default_jobs, last_accuracy, progress_bar, progress_status, run_parallel
 from benchmark.leaderboard import LeaderboardError
 from benchmark.leaderboard.build import score_from_mlflow
-from benchmark.leaderboard.render import print_leaderboard
+from benchmark.leaderboard.render import lacks_reference, print_leaderboard, verdict_words
 from benchmark.strategy import StrategyError
 from benchmark.submission import DEFAULT_TRACK, TRACKS, load_baselines, load_submission
 from benchmark.tracking import TAG
-from benchmark.workload import WorkloadError, split_overrides
+from benchmark.workload import WorkloadError, load_workload, split_overrides
 
 if TYPE_CHECKING:  # the engine (torch) loads when a run starts, not when the command line is parsed
     from benchmark.runner import RunSpec
@@ -370,7 +370,25 @@ def cmd_submit(args) -> int:
         spec.seed_secret = secrets.token_hex(16)  # the box cannot invert its RNG seed to the run's seed
         spec.attachments = {"submission.yaml": (sub.folder / "submission.yaml").read_text()}
         runs.append((spec, f"{sub.name} seed {spec.seed}"))
-    failures = sum(isinstance(outcome, StrategyError) for outcome in run_all(runs, jobs))
-    console.print(f"recorded in MLflow with tags replaybench.submission={sub.name}, track {sub.track}; "
-                  f"see `replaybench leaderboard --workload {args.workload}`")
-    return 1 if failures else 0
+    outcomes = run_all(runs, jobs)
+    console.print(f"recorded in MLflow with tags replaybench.submission={sub.name}, track {sub.track}")
+    print_where_it_landed(sub.name, args.workload, {o["mlflow_run_id"] for o in outcomes if isinstance(o, dict)})
+    return 1 if any(isinstance(outcome, StrategyError) for outcome in outcomes) else 0
+
+
+def print_where_it_landed(name: str, workload: str, run_ids: set[str]) -> None:
+    """submit's last line: the entry these runs count for, scored as the local board scores it, in words."""
+    board = f"`replaybench leaderboard --workload {workload}`"
+    try:
+        results = score_from_mlflow(load_workload(workload).name)
+    except (LeaderboardError, WorkloadError) as exc:
+        console.print(f"[yellow]not scored:[/] {escape(str(exc))}", soft_wrap=True)
+        return
+    entry = next((e for e in results["entries"]
+                  if run_ids & {r for w in e["workloads"].values() for r in w["run_ids"]}), None)
+    if entry is None:  # every run failed, or another workload still lacks one: the board says why
+        console.print(f"{escape(name)} is not ranked yet; {board} says why", soft_wrap=True)
+        return
+    console.print(f"{escape(entry['label'])}: {escape(verdict_words(entry['score'], not lacks_reference(results)))}"
+                  + ("" if lacks_reference(results) else f"; band {entry['band']}, rank {entry['rank']}; "
+                     f"the board: {board}"), soft_wrap=True)

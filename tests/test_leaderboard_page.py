@@ -120,7 +120,7 @@ def test_build_writes_the_page_atomically(board, tmp_path, monkeypatch):
     shutil.copytree(board["out"], out)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
-    def boom(results):
+    def boom(results, highlight=None):
         raise RuntimeError("plotting failed")
 
     monkeypatch.setattr(benchmark.leaderboard.build, "render_html", boom)

@@ -372,5 +372,6 @@ def cmd_submit(args) -> int:
         runs.append((spec, f"{sub.name} seed {spec.seed}"))
     failures = sum(isinstance(outcome, StrategyError) for outcome in run_all(runs, jobs))
     console.print(f"recorded in MLflow with tags replaybench.submission={sub.name}, track {sub.track}; "
-                  f"see `replaybench leaderboard --workload {args.workload}`")
+                  f"see `replaybench leaderboard --workload {args.workload} --highlight {sub.name}`, or your curve "
+                  f"on the page: `replaybench leaderboard build --highlight {sub.name}`")
     return 1 if failures else 0

@@ -5,6 +5,7 @@ from file:// and from `replaybench leaderboard serve`. A screenshot is saved und
 
 import contextlib
 import html
+import io
 import os
 import re
 import shutil
@@ -18,11 +19,13 @@ import pytest
 from helpers import WORKLOAD, make_run
 
 import benchmark.leaderboard.build
+import benchmark.leaderboard.files
 from benchmark.cli import main
+from benchmark.cli.leaderboard import warn_unmatched
 from benchmark.leaderboard.build import build, results_json
 from benchmark.leaderboard.page import render_html
-from benchmark.leaderboard.plots import pareto_front
-from benchmark.leaderboard.render import table_rows
+from benchmark.leaderboard.plots import PLOTTED_ENTRIES, pareto_front
+from benchmark.leaderboard.render import print_leaderboard, table_rows
 
 INSTALL = "apt-get install -y chromium chromium-driver, and pip install selenium (the dev extra)"
 PLOTS = ("curves", "pareto", "replay")
@@ -120,7 +123,7 @@ def test_build_writes_the_page_atomically(board, tmp_path, monkeypatch):
     shutil.copytree(board["out"], out)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
-    def boom(results):
+    def boom(results, highlight=None):
         raise RuntimeError("plotting failed")
 
     monkeypatch.setattr(benchmark.leaderboard.build, "render_html", boom)
@@ -332,5 +335,100 @@ def test_page_at_phone_width_keeps_the_ranking_and_plot_text_readable(board, bro
             height = browser.execute_script("return document.documentElement.scrollHeight")
             browser.set_window_size(width, min(height + 100, 6000))
             assert browser.save_screenshot(str(folder / f"leaderboard_page_{width}px.png"))
+    finally:
+        browser.set_window_size(1400, 900)
+
+
+# ---- your entry, highlighted ----------------------------------------------------------------------
+LONG = 12  # entries besides the reference: more than the plots show
+YOURS_NAME = f"entry_{LONG - 1:02d}"  # the slowest of them, ranked below the plotted ones
+
+
+@pytest.fixture(scope="module")
+def long_board(tmp_path_factory):
+    """A board of 13 ranked entries (12 and the reference); entry_NN first reaches the target at evaluation
+    NN + 1, so each has a rank of its own. Built with --highlight on the last of them."""
+    import benchmark.tracking
+
+    root = tmp_path_factory.mktemp("long")
+    runs = root / "runs"
+    runs.mkdir()
+    with synthetic_store(runs):
+        c = benchmark.tracking.client()
+        exp = benchmark.tracking.experiment_id(c, WORKLOAD)
+        for seed in [*range(4), *range(10, 14)]:  # the scored seeds and the held-out ones that set the target
+            make_run(c, exp, "on_policy", seed, [0.2 + 0.03 * k for k in range(12)], 6, 2)
+        for j in range(LONG):
+            for seed in range(4):
+                make_run(c, exp, f"entry_{j:02d}", seed, [0.2] * (j + 1) + [0.6 + 0.01 * seed],
+                         replay_ratio=1.5 + 0.1 * j, offpolicy_mean=2.0 + 0.1 * j)
+        targets, out = root / "targets", root / "board"
+        assert main(["leaderboard", "freeze-target", "--workload", WORKLOAD, "--targets", str(targets)]) == 0
+        assert main(["leaderboard", "build", "--out", str(out), "--targets", str(targets),
+                     "--highlight", YOURS_NAME]) == 0
+    results = benchmark.leaderboard.files.read_results(out / "results.json")
+    yours = next(e for e in results["entries"] if e["name"] == YOURS_NAME)
+    return {"out": out, "results": results, "yours": yours}
+
+
+def test_a_highlighted_entry_below_the_plotted_ones_is_marked_and_plotted(long_board):
+    results, yours = long_board["results"], long_board["yours"]
+    position = results["entries"].index(yours)
+    assert len(results["entries"]) == LONG + 1 and position >= PLOTTED_ENTRIES and yours["rank"] > PLOTTED_ENTRIES
+    page = (long_board["out"] / "index.html").read_text()
+    assert page == render_html(results, highlight=YOURS_NAME)  # results.json holds no highlight: the renderer's
+    assert re.findall(r'<tr class="[^"]*\bhighlighted\b[^"]*" data-rank="(\d+)">', page) == [str(position)]
+    assert f">{yours['label']} (yours)</td>" in page
+    for plot in ("curves", "pareto"):  # its curve and its point, whatever its rank
+        assert f'<g id="yours-{plot}-{WORKLOAD}-{yours["key"]}"' in page
+    assert f"{yours['label']} ({yours['workers']},{yours['trainers']}) (yours)" in page  # the curves' legend
+    assert (f"The plots show the first {PLOTTED_ENTRIES} entries by rank and {yours['label']} (yours) "
+            f"(rank {yours['rank']}, thicker line).") in " ".join(page.split())
+    # without a highlight, as on the published board: nothing marked, the first 10 plotted, no highlight style
+    plain = render_html(results)
+    assert "highlighted" not in plain and "(yours)" not in plain and 'id="yours-' not in plain
+    assert "by rank.</p>" in plain
+
+
+def test_the_terminal_table_marks_the_highlighted_entry(long_board):
+    from rich.console import Console
+
+    out = io.StringIO()
+    print_leaderboard(long_board["results"], Console(file=out, width=300), highlight=YOURS_NAME)
+    marked = [line for line in out.getvalue().splitlines() if "(yours)" in line]
+    assert len(marked) == 1 and YOURS_NAME in marked[0]
+    err = io.StringIO()  # a name no entry has (a typo): said, not an error
+    warn_unmatched(Console(file=err, width=300), long_board["results"], "entry_99")
+    assert "no ranked entry is named entry_99; nothing is highlighted" in err.getvalue()
+
+
+def test_the_published_board_highlights_nothing(capsys):
+    assert main(["leaderboard", "build", "--publish", "--highlight", "anything"]) == 2  # refused before scoring
+    assert "highlights no entry" in " ".join(capsys.readouterr().err.split())
+
+
+def test_highlighted_entry_in_chromium(long_board, browser, tmp_path):
+    """The acceptance test: your entry, ranked below the plotted ones, has its row marked and its curve drawn."""
+    from selenium.webdriver.common.by import By
+
+    yours = long_board["yours"]
+    browser.get((long_board["out"] / "index.html").as_uri())
+    assert not [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    (row,) = browser.find_elements(By.CSS_SELECTOR, "#ranking tbody tr.highlighted")
+    assert row.find_elements(By.TAG_NAME, "td")[2].text == f"{yours['label']} (yours)"
+    assert int(row.get_attribute("data-rank")) >= PLOTTED_ENTRIES
+    first = row.find_elements(By.TAG_NAME, "td")[0]
+    assert first.value_of_css_property("border-left-width") == "4px"
+    assert row.find_elements(By.TAG_NAME, "td")[2].value_of_css_property("font-weight") == "600"
+    curve = browser.find_element(By.CSS_SELECTOR, f'[id="curves-{WORKLOAD}"] svg [id="yours-curves-{WORKLOAD}-'
+                                                  f'{yours["key"]}"] path')
+    assert curve.is_displayed() and curve.size["width"] > 100  # a line across the plot, not a dot
+    legend = [t.text for t in browser.find_elements(By.CSS_SELECTOR, f'[id="curves-{WORKLOAD}"] svg text')]
+    assert any("(yours)" in text for text in legend)
+    shot = artefact_dir(tmp_path) / "leaderboard_page_highlight.png"
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(1400, min(height + 100, 6000))
+    try:
+        assert browser.save_screenshot(str(shot))
     finally:
         browser.set_window_size(1400, 900)

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from benchmark.leaderboard import LeaderboardError
 from benchmark.leaderboard.build import build, local_board_dir, score_from_mlflow
-from benchmark.leaderboard.render import print_leaderboard
+from benchmark.leaderboard.render import highlighted_keys, print_leaderboard
 from benchmark.leaderboard.serve import serve
 from benchmark.leaderboard.targets import REFERENCE, freeze_target, target_path
 from benchmark.paths import LEADERBOARD_DIR
@@ -27,6 +27,8 @@ def add_parsers(subparsers) -> None:
     parser.add_argument("--track",
                         help=f"only runs tagged replaybench.track=TRACK (untagged runs are '{DEFAULT_TRACK}')")
     parser.add_argument("--targets", type=Path, help=argparse.SUPPRESS)  # tests: another targets folder
+    parser.add_argument("--highlight", metavar="NAME",
+                        help="mark your entry (its name, label or key), in bold with \"(yours)\"")
     parser.set_defaults(func=cmd_leaderboard)
     sub = parser.add_subparsers(dest="leaderboard_command")
     p = sub.add_parser("build", help="write results.json, LEADERBOARD.md and index.html (default: runs/leaderboard/)",
@@ -39,6 +41,9 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--workload", default=argparse.SUPPRESS)
     p.add_argument("--track", default=argparse.SUPPRESS)
     p.add_argument("--targets", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    p.add_argument("--highlight", metavar="NAME", default=argparse.SUPPRESS,
+                   help="mark your entry (its name, label or key) on the page, and plot its curve whatever its "
+                        "rank; not with --publish")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--out", type=Path, help="output folder (default: runs/leaderboard/)")
     where.add_argument("--publish", action="store_true", help="write the published board, leaderboard/")
@@ -75,8 +80,9 @@ def cmd_leaderboard(args) -> int:
             return 0
         if action == "build":
             out = LEADERBOARD_DIR if args.publish else Path(args.out) if args.out else local_board_dir()
-            results = build(out, args.workload, args.track, targets_dir, force=args.force)
-            print_leaderboard(results)
+            results = build(out, args.workload, args.track, targets_dir, force=args.force, highlight=args.highlight)
+            print_leaderboard(results, highlight=args.highlight)
+            warn_unmatched(err, results, args.highlight)
             err.print(f"wrote {out / 'results.json'}, {out / 'LEADERBOARD.md'} and {out / 'index.html'} "
                       f"(open it, or `replaybench leaderboard serve --dir {out}`)")
             return 0
@@ -89,8 +95,19 @@ def cmd_leaderboard(args) -> int:
             return 0
         if action == "serve":
             return serve(Path(args.dir) if args.dir else LEADERBOARD_DIR, args.port)
-        print_leaderboard(score_from_mlflow(args.workload, args.track, targets_dir))
+        results = score_from_mlflow(args.workload, args.track, targets_dir)
+        print_leaderboard(results, highlight=args.highlight)
+        warn_unmatched(err, results, args.highlight)
         return 0
     except LeaderboardError as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}")
         return 2
+
+
+def warn_unmatched(err: Console, results: dict, highlight: str | None) -> None:
+    """--highlight named no ranked entry: say so (a typo, or an entry not ranked, with its reason)."""
+    if not highlight or highlighted_keys(results, highlight):
+        return
+    reasons = [n["reason"] for n in results["not_ranked"] if highlight in (n["key"], n["strategy"])]
+    err.print(f"[yellow]note:[/] no ranked entry is named {escape(highlight)}"
+              + (f" (not ranked: {escape(reasons[0])})" if reasons else "") + "; nothing is highlighted")

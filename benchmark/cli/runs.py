@@ -378,7 +378,8 @@ def cmd_submit(args) -> int:
 
 def print_where_it_landed(name: str, workload: str, run_ids: set[str]) -> None:
     """submit's last line: the entry these runs count for, scored as the local board scores it, in words."""
-    board = f"`replaybench leaderboard --workload {workload}`"
+    board = (f"`replaybench leaderboard --workload {workload} --highlight {name}`, your curve on the page: "
+             f"`replaybench leaderboard build --highlight {name}`")
     try:
         results = score_from_mlflow(load_workload(workload).name)
     except (LeaderboardError, WorkloadError) as exc:

@@ -6,6 +6,7 @@ Rules: leaderboard/README.md.
     replaybench leaderboard [--workload W] [--track T]      ranked table in the terminal
     replaybench leaderboard build [--publish]                 write results.json, LEADERBOARD.md, index.html
                                                               (runs/leaderboard/; --publish: leaderboard/)
+    replaybench leaderboard build --highlight NAME            the local page with your entry marked and plotted
     replaybench leaderboard serve [--dir D] [--port N]        serve leaderboard/ (or D) on 127.0.0.1
     replaybench leaderboard freeze-target --workload W        freeze W's target from the reference runs
     replaybench leaderboard import-runs [FOLDER]              load leaderboard/runs/ into your MLflow store

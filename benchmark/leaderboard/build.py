@@ -356,11 +356,15 @@ def local_board_dir() -> Path:
 
 
 def build(out_dir: Path | None = None, workload: str | None = None, track: str | None = None,
-          targets_dir: Path | None = None, force: bool = False) -> dict:
+          targets_dir: Path | None = None, force: bool = False, highlight: str | None = None) -> dict:
     """Write results.json, LEADERBOARD.md and index.html, each atomically, all three rendered from the
     same results before any is written. The default folder is the local board (runs/leaderboard/); the published
-    one (leaderboard/) is written only from a store that holds the runs behind its targets, or with force."""
+    one (leaderboard/) is written only from a store that holds the runs behind its targets, or with force.
+    highlight: the entry the page marks as "yours" (never in results.json, never on the published board)."""
     out_dir = Path(out_dir or local_board_dir())
+    if highlight and out_dir.resolve() == LEADERBOARD_DIR.resolve():
+        raise LeaderboardError("the published board is everyone's: it highlights no entry; build your local board "
+                               "with --highlight (drop --publish; it goes to runs/leaderboard/)")
     results = score_from_mlflow(workload, track, targets_dir)
     missing = {w: d["target_runs_missing"] for w, d in results["workloads"].items() if d["target_runs_missing"]}
     if missing and not force and out_dir.resolve() == LEADERBOARD_DIR.resolve():
@@ -384,7 +388,7 @@ def build(out_dir: Path | None = None, workload: str | None = None, track: str |
         results["runs_folder"] = RUNS_FOLDER
     files = {out_dir / "results.json": results_json(results),
              out_dir / "LEADERBOARD.md": render_markdown(results),
-             out_dir / "index.html": render_html(results)}
+             out_dir / "index.html": render_html(results, highlight=highlight)}
     readme = out_dir.parent / "README.md"  # the checkout's, beside its published board
     if published and readme.is_file():  # and the README's results, generated from the same results
         files[readme] = with_readme_results(readme.read_text(), results)

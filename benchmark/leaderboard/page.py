@@ -13,6 +13,7 @@ import html
 import math
 
 from benchmark.leaderboard.plots import (
+    HIGHLIGHT_COLOUR,
     PLOTTED_ENTRIES,
     as_float,
     curves_plot,
@@ -24,8 +25,10 @@ from benchmark.leaderboard.plots import (
 )
 from benchmark.leaderboard.published import shared_path
 from benchmark.leaderboard.render import (
+    YOURS,
     format_compute,
     format_number,
+    highlighted_keys,
     lacks_reference,
     no_verdict_note,
     table_rows,
@@ -68,7 +71,7 @@ def _numeric_keys(e: dict, workloads: list[str]) -> dict:
     return keys
 
 
-def _ranking_table(results: dict) -> str:
+def _ranking_table(results: dict, highlighted: set[str]) -> str:
     workloads = sorted(results["workloads"])
     header, rows = table_rows(results)
     head = "".join(f'<th scope="col" tabindex="0" title="sort by {_esc(h)}"'
@@ -83,11 +86,21 @@ def _ranking_table(results: dict) -> str:
             if h == "entry":
                 ids = [r for w in workloads for r in e["workloads"][w]["run_ids"]]
                 title = f' title="{_esc(e["key"])}; MLflow runs: {_esc(", ".join(ids))}"'
+                text += YOURS if e["key"] in highlighted else ""  # the mark in words, for a screen reader too
             cells.append(f"<td{sort}{title}>{_esc(text)}</td>")
-        cls = "band-odd" if e["band"] % 2 else "band-even"
+        cls = ("band-odd" if e["band"] % 2 else "band-even") + (" highlighted" if e["key"] in highlighted else "")
         body.append(f'<tr class="{cls}" data-rank="{i}">{"".join(cells)}</tr>')
     return (f'<table id="ranking" class="sortable"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def _plotted_note(results: dict, plotted: list[dict], highlighted: set[str]) -> str:
+    """Which entries the plots show, when not all of them: the first by rank, and the highlighted ones below."""
+    if len(results["entries"]) == len(plotted):
+        return ""
+    below = [e for e in plotted[PLOTTED_ENTRIES:] if e["key"] in highlighted]
+    return (f" The plots show the first {PLOTTED_ENTRIES} entries by rank"
+            + "".join(f" and {_esc(e['label'])}{YOURS} (rank {e['rank']}, thicker line)" for e in below) + ".")
 
 
 def _simple_table(table_id: str, header: list[str], rows: list[list], code_cols=(), runs_folder=None) -> str:
@@ -159,6 +172,12 @@ SCRIPT = """
 })();
 """
 
+# Only on a page that highlights an entry (`build --highlight`): the published board's bytes stay as they are.
+HIGHLIGHT_STYLE = f"""
+tr.highlighted td {{ font-weight: 600; background: #fbeaf4; }}
+tr.highlighted td:first-child {{ border-left: 4px solid {HIGHLIGHT_COLOUR}; }}
+"""
+
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1400px;
        padding: 1rem 1.5rem 3rem; color: #222; line-height: 1.45; }
@@ -206,11 +225,13 @@ def _ranking_note(results: dict) -> str:
             "Click a column header to sort.</p>")
 
 
-def render_html(results: dict) -> str:
-    """The whole page as one string (plots inlined); the same results give the same bytes."""
+def render_html(results: dict, highlight: str | None = None) -> str:
+    """The whole page as one string (plots inlined); the same results give the same bytes. The entries named
+    `highlight` ("yours") are marked in the table and plotted whatever their rank."""
     workloads = sorted(results["workloads"])
-    plotted = plotted_entries(results)
-    colours = entry_colours(plotted)
+    mine = highlighted_keys(results, highlight)
+    plotted = plotted_entries(results, mine)
+    colours = entry_colours(plotted, mine)
     mlflow = results["mlflow"]
     parts = [f"<h1>{_esc(title(results))}</h1>",
              f'<p class="meta">Generated {_esc(results["generated"])} from MLflow (<code>{_esc(mlflow["tracking_uri"])}'
@@ -220,7 +241,7 @@ def render_html(results: dict) -> str:
              'the MLflow run ids it comes from (<a href="#runs-section">runs below</a>). '
              'Rules: <a href="README.md">README.md</a>.</p>',
              "<h2>Ranking</h2>", _ranking_note(results),
-             f'<div class="scroll">{_ranking_table(results)}</div>']
+             f'<div class="scroll">{_ranking_table(results, mine)}</div>']
     if len(workloads) > 1:
         parts.append('<p class="note">Plots per workload: ' + " · ".join(
             f'<a href="#workload-{_esc(w)}">{_esc(w)}</a>' for w in workloads) + ".</p>")
@@ -232,9 +253,8 @@ def render_html(results: dict) -> str:
                   f'reference runs {_esc(", ".join(info["reference_run_ids"]))}; reference compute-to-target '
                   f'{format_compute(info["reference_compute_to_target"])}. Those runs are on held-out seeds, '
                   "never scored: a target set by the scored runs themselves would favour the reference by the "
-                  "luck of its own noisy evaluations (leaderboard/README.md)."
-                  + (f" The plots show the first {PLOTTED_ENTRIES} entries by rank." if len(results["entries"])
-                     > len(plotted) else "") + "</p>"]
+                  "luck of its own noisy evaluations (leaderboard/README.md)." + _plotted_note(results, plotted, mine)
+                  + "</p>"]
         if info.get("published_reference"):
             ref = info["published_reference"]
             parts.append(f'<p class="note">This store lacks the reference runs; the dashed curve is the reference '
@@ -260,7 +280,7 @@ def render_html(results: dict) -> str:
                 continue
             if kind == "distributions" and not any(e["workloads"][w].get("offpolicy_distribution") for e in plotted):
                 continue  # runs recorded before the distributions were
-            parts.append(f'<figure class="plot" id="{kind}-{_esc(w)}">{plot(results, w, plotted, colours)}'
+            parts.append(f'<figure class="plot" id="{kind}-{_esc(w)}">{plot(results, w, plotted, colours, mine)}'
                          f"<figcaption>{_esc(caption)}</figcaption></figure>")
     parts.append("<h2>Not ranked</h2>")
     if results["not_ranked"]:
@@ -289,9 +309,15 @@ def render_html(results: dict) -> str:
               "numbers come from.</p>",
               f'{details}<summary>{n_runs} runs</summary><div class="scroll">{_runs_table(results)}</div>'
               "</details>"]
+    return _document(title(results), parts, highlighting=bool(mine))
+
+
+def _document(page_title: str, parts: list[str], highlighting: bool) -> str:
+    """The HTML document around the page's sections: its style (with the highlight's only when it has one)
+    and the table's script."""
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             '<link rel="icon" href="data:,">\n'  # no favicon request
-            f"<title>{_esc(title(results))}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
-            + "\n".join(parts) + f"\n<script>{SCRIPT}</script>\n</body>\n</html>\n")
+            f"<title>{_esc(page_title)}</title>\n<style>{STYLE}{HIGHLIGHT_STYLE if highlighting else ''}</style>\n"
+            "</head>\n<body>\n" + "\n".join(parts) + f"\n<script>{SCRIPT}</script>\n</body>\n</html>\n")
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Container
 
 PLOTTED_ENTRIES = 10  # the plots show the first entries by rank (and the reference); the table lists all
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf"]  # matplotlib's tab10, one per plotted entry in rank order: at most 10 besides the reference
 REFERENCE_COLOUR = "#222222"  # the reference is drawn dashed in near-black, never in an entry's colour
+HIGHLIGHT_COLOUR = "#c2007a"  # "your" entry (--highlight): a deep magenta that is none of tab10's, drawn thicker
+WIDER = 1.8  # how much thicker the highlighted entry's lines and markers are
 _M = 1e6  # compute is shown in millions of units
 
 
@@ -37,9 +40,20 @@ def as_float(x) -> float:
     return math.nan if x is None else float(x)
 
 
-def _legend_label(e: dict) -> str:
+def _legend_label(e: dict, highlighted: Container[str] = ()) -> str:
     split = f"({e['workers']},{e['trainers']})"
-    return e["label"] + ("" if split in e["label"] else f" {split}") + (", reference" if e["reference"] else "")
+    return (e["label"] + ("" if split in e["label"] else f" {split}") + (", reference" if e["reference"] else "")
+            + (" (yours)" if e["key"] in highlighted else ""))
+
+
+def _width(e: dict, highlighted: set[str], base: float) -> float:
+    return base * WIDER if e["key"] in highlighted else base
+
+
+def _mark_id(plot: str, workload: str, e: dict, highlighted: Container[str]) -> str | None:
+    """The SVG id (matplotlib's gid) of a highlighted entry's curve or point, unique on the page: a reader's or a
+    test's handle on "my curve". None for the others, whose SVG stays as it was."""
+    return f"yours-{plot}-{workload}-{e['key']}" if e["key"] in highlighted else None
 
 
 def _legend_outside(ax) -> None:
@@ -47,8 +61,10 @@ def _legend_outside(ax) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8, frameon=False)
 
 
-def curves_plot(results: dict, workload: str, plotted: list[dict], colours: dict) -> str:
-    """Accuracy vs compute: each entry's median over seeds, its 25-75% band shaded."""
+def curves_plot(results: dict, workload: str, plotted: list[dict], colours: dict,
+                highlighted: Container[str] = ()) -> str:
+    """Accuracy vs compute: each entry's median over seeds, its 25-75% band shaded; the highlighted ones on top,
+    thicker."""
     w = results["workloads"][workload]
     fig, ax = _figure(10, 4.2)
     for e in plotted:
@@ -56,8 +72,10 @@ def curves_plot(results: dict, workload: str, plotted: list[dict], colours: dict
         x = [c / _M for c in band["compute"]]
         colour = colours[e["key"]]
         ax.fill_between(x, band["q1"], band["q3"], color=colour, alpha=0.18, linewidth=0)
-        ax.plot(x, band["median"], color=colour, marker="o", markersize=3, linewidth=1.6,
-                linestyle="--" if e["reference"] else "-", label=_legend_label(e))
+        ax.plot(x, band["median"], color=colour, marker="o", markersize=_width(e, highlighted, 3),
+                linewidth=_width(e, highlighted, 1.6), linestyle="--" if e["reference"] else "-",
+                label=_legend_label(e, highlighted), gid=_mark_id("curves", workload, e, highlighted),
+                zorder=2.5 if e["key"] in highlighted else 2)  # 2: a line's default
     if w.get("published_reference"):  # this store lacks the reference's runs: the published board's curve
         ref = w["published_reference"]
         band = ref["accuracy_curve"]
@@ -143,7 +161,8 @@ def _label_points(fig, ax, labels: list[tuple[float, float, str, str]], fontsize
         note.set_in_layout(False)  # names never move the axes: the mapping computed above stays right
 
 
-def pareto_plot(results: dict, workload: str, plotted: list[dict], colours: dict) -> str:
+def pareto_plot(results: dict, workload: str, plotted: list[dict], colours: dict,
+                highlighted: Container[str] = ()) -> str:
     """Best accuracy vs compute-to-target (the budget where the target is never reached), every entry;
     the plotted entries with their 25-75% bars and names, the others as grey dots."""
     w = results["workloads"][workload]
@@ -165,8 +184,9 @@ def pareto_plot(results: dict, workload: str, plotted: list[dict], colours: dict
                 color=colour, linewidth=0.8)
         ax.plot([x, x], [as_float(acc["q1"]), as_float(acc["q3"])], color=colour, linewidth=0.8)
         # an open marker: the target is not reached within the budget
-        ax.plot([x], [y], marker="o", markersize=6, color=colour, markerfacecolor=colour if reached else "white")
-        labels.append((x, y, e["label"], colour))
+        ax.plot([x], [y], marker="o", markersize=_width(e, highlighted, 6), color=colour,
+                markerfacecolor=colour if reached else "white", gid=_mark_id("pareto", workload, e, highlighted))
+        labels.append((x, y, e["label"] + (" (yours)" if e["key"] in highlighted else ""), colour))
     for reached, xy in others.items():
         if xy:
             ax.scatter(*zip(*xy), s=10, color="0.6", facecolors="0.6" if reached else "none", alpha=0.6, zorder=1)
@@ -196,7 +216,8 @@ def pareto_plot(results: dict, workload: str, plotted: list[dict], colours: dict
     return _svg(fig, f"pareto-{workload}")
 
 
-def replay_plot(results: dict, workload: str, plotted: list[dict], colours: dict) -> str:
+def replay_plot(results: dict, workload: str, plotted: list[dict], colours: dict,
+                highlighted: Container[str] = ()) -> str:
     """Two panels: replay ratio and mean off-policiness of each seed (dots) and their median (bar)."""
     n = len(plotted)
     fig, axes = _figure(10, 1.2 + 0.4 * n, ncols=2)
@@ -208,9 +229,11 @@ def replay_plot(results: dict, workload: str, plotted: list[dict], colours: dict
             values = [r[key] for r in d["per_run"].values() if r.get(key) is not None]
             ax.scatter(values, [y] * len(values), color=colour, s=16, alpha=0.7, linewidths=0)
             if d.get(key):
-                ax.plot([d[key]["median"]] * 2, [y - 0.3, y + 0.3], color=colour, linewidth=2.5)
+                ax.plot([d[key]["median"]] * 2, [y - 0.3, y + 0.3], color=colour,
+                        linewidth=_width(e, highlighted, 2.5))
         ax.axvline(floor, color="0.35", linewidth=0.8, linestyle=":")
-        ax.set_yticks(range(n), [e["label"] for e in reversed(plotted)], fontsize=8)
+        ax.set_yticks(range(n), [e["label"] + (" (yours)" if e["key"] in highlighted else "")
+                                 for e in reversed(plotted)], fontsize=8)
         ax.set_ylim(-0.7, n - 0.3)
         ax.set_xlim(left=min(floor, ax.get_xlim()[0]) if floor else 0)
         ax.set_title(title, fontsize=9)
@@ -220,7 +243,8 @@ def replay_plot(results: dict, workload: str, plotted: list[dict], colours: dict
     return _svg(fig, f"replay-{workload}")
 
 
-def distributions_plot(results: dict, workload: str, plotted: list[dict], colours: dict) -> str:
+def distributions_plot(results: dict, workload: str, plotted: list[dict], colours: dict,
+                       highlighted: Container[str] = ()) -> str:
     """The paper's figure 2: each entry's trained samples by off-policiness and by steps since last use
     ("new": a rollout's first use), pooled over its seeds."""
     from matplotlib.ticker import MaxNLocator
@@ -237,12 +261,13 @@ def distributions_plot(results: dict, workload: str, plotted: list[dict], colour
                 continue
             steps = [(int(k), v) for k, v in dist.items() if k != "new"]
             if steps:
-                ax.step([x for x, _ in steps], [y for _, y in steps], where="mid", color=colour, linewidth=1.4,
-                        marker="o", markersize=2.5, label=_legend_label(e))
+                ax.step([x for x, _ in steps], [y for _, y in steps], where="mid", color=colour,
+                        linewidth=_width(e, highlighted, 1.4), marker="o", markersize=2.5,
+                        label=_legend_label(e, highlighted))
             if "new" in dist:
                 has_new = True
                 ax.plot([new_at], [dist["new"]], marker="o", markersize=5, color=colour, linestyle="none",
-                        **({} if steps else {"label": _legend_label(e)}))
+                        **({} if steps else {"label": _legend_label(e, highlighted)}))
         ax.set_title(title, fontsize=9)
         ax.set_ylabel("fraction of trained samples", fontsize=8)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -256,15 +281,17 @@ def distributions_plot(results: dict, workload: str, plotted: list[dict], colour
     return _svg(fig, f"distributions-{workload}")
 
 
-def plotted_entries(results: dict) -> list[dict]:
+def plotted_entries(results: dict, highlighted: Container[str] = ()) -> list[dict]:
+    """The first PLOTTED_ENTRIES by rank, and below them the reference and the highlighted entries (whoever
+    highlights an entry wants to see its curve whatever its rank)."""
     entries = results["entries"][:PLOTTED_ENTRIES]
-    entries += [e for e in results["entries"][PLOTTED_ENTRIES:] if e["reference"]]
+    entries += [e for e in results["entries"][PLOTTED_ENTRIES:] if e["reference"] or e["key"] in highlighted]
     return entries
 
 
-
-def entry_colours(plotted: list[dict]) -> dict[str, str]:
-    """Each plotted entry's colour, by key: the same on every plot of the page."""
-    others = [e for e in plotted if not e["reference"]]
-    return {e["key"]: REFERENCE_COLOUR if e["reference"] else COLOURS[others.index(e) % len(COLOURS)]
-            for e in plotted}
+def entry_colours(plotted: list[dict], highlighted: Container[str] = ()) -> dict[str, str]:
+    """Each plotted entry's colour, by key: the same on every plot of the page. The others keep tab10 in rank
+    order, so at most 10 of them besides the reference and the highlighted entries."""
+    others = [e for e in plotted if not e["reference"] and e["key"] not in highlighted]
+    return {e["key"]: REFERENCE_COLOUR if e["reference"] else HIGHLIGHT_COLOUR if e["key"] in highlighted
+            else COLOURS[others.index(e) % len(COLOURS)] for e in plotted}

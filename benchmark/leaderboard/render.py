@@ -42,6 +42,15 @@ def title(results: dict) -> str:
     return f"ReplayBench leaderboard: {ws}{track}"
 
 
+def highlighted_keys(results: dict, name: str | None) -> set[str]:
+    """The keys of the entries `name` picks out ("your" entry, marked on the page and in the table): each entry
+    whose name, label or key it is; a submission resubmitted with other code or settings is several entries."""
+    return {e["key"] for e in results["entries"] if name in (e["name"], e["label"], e["key"])} if name else set()
+
+
+YOURS = " (yours)"  # the marker of a highlighted entry, in words: it reads without colour or bold
+
+
 WIDE_TABLE = 170  # columns the whole table needs
 NARROW_COLUMNS = ("band", "rank [95%]", "entry", "(W,T)", "speedup (geo-mean) [95% CI]")
 # the columns that order entries against each other: shown only beside the reference
@@ -133,13 +142,17 @@ def store_notes(results: dict) -> list[str]:
     return notes
 
 
-def print_leaderboard(results: dict, console=None) -> None:
+def print_leaderboard(results: dict, console=None, highlight: str | None = None) -> None:
+    """The ranked table and what is not ranked; the entries `highlight` names in bold, marked "(yours)"."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
     header, rows = table_rows(results)
+    mine = highlighted_keys(results, highlight)
+    for e, row in zip(results["entries"], rows):
+        row[header.index("entry")] += YOURS if e["key"] in mine else ""
     flags = []
     if console.is_terminal and console.width < WIDE_TABLE:
         # a narrow terminal gets the columns that rank; the flags go below the table (results.json has the rest)
@@ -156,8 +169,8 @@ def print_leaderboard(results: dict, console=None) -> None:
     table = Table(title=title(results), caption=caption)
     for col in header:
         table.add_column(col, justify="left" if col in ("entry", "flags") else "right")
-    for row in rows:
-        table.add_row(*row)
+    for e, row in zip(results["entries"], rows):
+        table.add_row(*row, style="bold" if e["key"] in mine else None)
     console.print(table)
     for entry, flag in flags:
         console.print(f"{escape(entry)}: {escape(flag)}")

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from benchmark.cli.options import add_executor_option, add_workload_options, console, workload_from_args
 from benchmark.cli.parallel import default_jobs, last_accuracy, progress_bar, progress_status, run_parallel
+from benchmark.errors import UserError
 from benchmark.leaderboard import LeaderboardError
 from benchmark.leaderboard.build import score_from_mlflow
 from benchmark.leaderboard.render import lacks_reference, print_leaderboard, verdict_words
@@ -382,7 +383,7 @@ def print_where_it_landed(name: str, workload: str, run_ids: set[str]) -> None:
              f"`replaybench leaderboard build --highlight {name}`")
     try:
         results = score_from_mlflow(load_workload(workload).name)
-    except (LeaderboardError, WorkloadError) as exc:
+    except UserError as exc:  # e.g. no frozen target: the runs stand, the verdict waits
         console.print(f"[yellow]not scored:[/] {escape(str(exc))}", soft_wrap=True)
         return
     entry = next((e for e in results["entries"]
@@ -390,6 +391,7 @@ def print_where_it_landed(name: str, workload: str, run_ids: set[str]) -> None:
     if entry is None:  # every run failed, or another workload still lacks one: the board says why
         console.print(f"{escape(name)} is not ranked yet; {board} says why", soft_wrap=True)
         return
-    console.print(f"{escape(entry['label'])}: {escape(verdict_words(entry['score'], not lacks_reference(results)))}"
-                  + ("" if lacks_reference(results) else f"; band {entry['band']}, rank {entry['rank']}; "
-                     f"the board: {board}"), soft_wrap=True)
+    compared = not lacks_reference(results)
+    console.print(f"{escape(entry['label'])}: {escape(verdict_words(entry['score'], compared))}"
+                  + (f"; band {entry['band']}, rank {entry['rank']}; the board: {board}" if compared else ""),
+                  soft_wrap=True)

@@ -177,7 +177,8 @@ def _unusable_configurations(runs: SortedRuns) -> list[dict]:
     out = []
     for (strategy, group), recs in sorted(runs.failed_groups.items()):
         if group not in used_groups:
-            reasons = sorted({e["reason"] for e in runs.excluded if e["run_id"] in {r.run_id for r in recs}})
+            ids = {r.run_id for r in recs}
+            reasons = sorted({e["reason"] for e in runs.excluded if e["run_id"] in ids})
             out.append({"key": f"{strategy}/{group[:8]}", "strategy": strategy,
                         "reason": f"no usable run ({len(recs)} excluded): " + "; ".join(reasons)[:500],
                         "run_ids": sorted(r.run_id for r in recs)})

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 
 from benchmark.leaderboard.files import read_results
-from benchmark.leaderboard.render import format_compute, format_score, replace_between
+from benchmark.leaderboard.render import format_compute, format_score, replace_between, side_of_one
 
 FINDINGS_START = ("<!-- findings: written by `replaybench leaderboard build --publish` from leaderboard/results.json "
                   "and leaderboard/calibration*.json -->")
@@ -25,8 +25,7 @@ PART_BREAK = "<br>"  # a table cell holds no newline
 # (its bands): disjoint ones differ, overlapping ones may differ all the same.
 
 def against_one(ci) -> str:
-    lo, hi = ci
-    return "interval above 1" if lo > 1 else "interval below 1" if hi < 1 else "interval overlaps 1"
+    return {"above": "interval above 1", "below": "interval below 1", "holds": "interval overlaps 1"}[side_of_one(*ci)]
 
 
 def between(first: str, first_ci, second: str, second_ci) -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -72,10 +71,7 @@ def write_run(folder: Path, record: dict, artifacts: dict[str, Path]) -> None:
         by_sha256[name] = hashlib.sha256(data).hexdigest()
         target = folder / shared_path(name, by_sha256[name])
         if not target.is_file():  # the same name holds the same bytes
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, target)
+            write_atomic(target, data)
     from_summary = ("config.json" in own and "summary.json" in own
                     and own["config.json"] == _config_text(own["summary.json"]))
     if from_summary:

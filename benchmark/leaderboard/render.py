@@ -72,6 +72,12 @@ def no_verdict_note(results: dict) -> str:
             "`replaybench leaderboard`")
 
 
+def side_of_one(lo: float, hi: float) -> str:
+    """Where a speedup's interval lies against the reference's 1: "above", "below" or "holds" (intervals are
+    closed: one that reaches 1 holds it, and nothing is claimed)."""
+    return "above" if lo > 1 else "below" if hi < 1 else "holds"
+
+
 def verdict_words(score: dict, reference_present: bool) -> str:
     """Where an entry landed, in words: its speedup against the reference's 1 and whether the interval is
     clear of 1, judged on the digits shown (so the words never contradict the numbers)."""
@@ -81,12 +87,11 @@ def verdict_words(score: dict, reference_present: bool) -> str:
                 f"`{IMPORT_RUNS}`, then `replaybench leaderboard`")
     if not score["reached"]:
         return f"{numbers}: slower than the reference (its median run never reaches the target)"
-    lo, hi = (round(x, 3) for x in score["ci95"])
-    if lo > 1:
-        return f"{numbers} against the reference: faster than the reference (interval above 1)"
-    if hi < 1:
-        return f"{numbers} against the reference: slower than the reference (interval below 1)"
-    return f"{numbers} against the reference: not resolved from it (the interval holds 1)"
+    side = side_of_one(*(round(x, 3) for x in score["ci95"]))
+    return f"{numbers} against the reference: " + {
+        "above": "faster than the reference (interval above 1)",
+        "below": "slower than the reference (interval below 1)",
+        "holds": "not resolved from it (the interval holds 1)"}[side]
 
 
 def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:

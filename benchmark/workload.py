@@ -144,9 +144,8 @@ class Workload(Section):
     def to_dict(self) -> dict:
         return self.model_dump()
 
-    def validate(self) -> None:
-        """The rules across fields and the ranges; each field's type is the schema's, checked on loading. (This
-        replaces pydantic's deprecated classmethod of the same name.)"""
+    def check_rules(self) -> None:
+        """The rules across fields and the ranges; each field's type is the schema's, checked on loading."""
         p, g = self.pipeline, self.grpo
         problems = []
         if p.workers < 1 or p.trainers < 1:
@@ -270,5 +269,5 @@ def load_workload(name_or_path: str, overrides: dict | None = None) -> Workload:
         workload = Workload.model_validate(data)
     except ValidationError as exc:
         raise WorkloadError("; ".join(schema.problems(exc, Workload, data, path.stem))) from None
-    workload.validate()
+    workload.check_rules()
     return workload

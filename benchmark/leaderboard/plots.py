@@ -7,6 +7,8 @@ import io
 import math
 from collections.abc import Container
 
+from benchmark.leaderboard.render import YOURS
+
 PLOTTED_ENTRIES = 10  # the plots show the first entries by rank (and the reference); the table lists all
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf"]  # matplotlib's tab10, one per plotted entry in rank order: at most 10 besides the reference
@@ -43,7 +45,11 @@ def as_float(x) -> float:
 def _legend_label(e: dict, highlighted: Container[str] = ()) -> str:
     split = f"({e['workers']},{e['trainers']})"
     return (e["label"] + ("" if split in e["label"] else f" {split}") + (", reference" if e["reference"] else "")
-            + (" (yours)" if e["key"] in highlighted else ""))
+            + _yours(e, highlighted))
+
+
+def _yours(e: dict, highlighted: Container[str]) -> str:
+    return YOURS if e["key"] in highlighted else ""
 
 
 def _width(e: dict, highlighted: set[str], base: float) -> float:
@@ -186,7 +192,7 @@ def pareto_plot(results: dict, workload: str, plotted: list[dict], colours: dict
         # an open marker: the target is not reached within the budget
         ax.plot([x], [y], marker="o", markersize=_width(e, highlighted, 6), color=colour,
                 markerfacecolor=colour if reached else "white", gid=_mark_id("pareto", workload, e, highlighted))
-        labels.append((x, y, e["label"] + (" (yours)" if e["key"] in highlighted else ""), colour))
+        labels.append((x, y, e["label"] + _yours(e, highlighted), colour))
     for reached, xy in others.items():
         if xy:
             ax.scatter(*zip(*xy), s=10, color="0.6", facecolors="0.6" if reached else "none", alpha=0.6, zorder=1)
@@ -232,8 +238,7 @@ def replay_plot(results: dict, workload: str, plotted: list[dict], colours: dict
                 ax.plot([d[key]["median"]] * 2, [y - 0.3, y + 0.3], color=colour,
                         linewidth=_width(e, highlighted, 2.5))
         ax.axvline(floor, color="0.35", linewidth=0.8, linestyle=":")
-        ax.set_yticks(range(n), [e["label"] + (" (yours)" if e["key"] in highlighted else "")
-                                 for e in reversed(plotted)], fontsize=8)
+        ax.set_yticks(range(n), [e["label"] + _yours(e, highlighted) for e in reversed(plotted)], fontsize=8)
         ax.set_ylim(-0.7, n - 0.3)
         ax.set_xlim(left=min(floor, ax.get_xlim()[0]) if floor else 0)
         ax.set_title(title, fontsize=9)

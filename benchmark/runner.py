@@ -81,6 +81,12 @@ class RunSpec:
     def display_name(self) -> str:
         return self.name or self.strategy_name
 
+    @property
+    def run_name(self) -> str:
+        """The MLflow run's name: <name>-seed<k>, a preview's <name>-preview-seed<k> (never the scored run's)."""
+        preview = "-preview" if self.tags.get("preview") == "true" else ""
+        return f"{self.display_name}{preview}-seed{self.seed}"
+
     def resolved_config(self) -> dict:
         path = self.strategy_path.resolve()
         shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
@@ -172,7 +178,7 @@ def _recorder(spec: RunSpec, executor, tags: dict, params: dict, ckpt: Path, res
         if recorder.flushed() < last.index:
             recorder.flush(last.index, last.metrics)
         return recorder
-    recorder = RunRecorder(w.name, run_name=f"{spec.display_name}-seed{spec.seed}", tags=tags, params=params,
+    recorder = RunRecorder(w.name, run_name=spec.run_name, tags=tags, params=params,
                            experiment=executor.experiment(w.name))
     # the strategy as it runs, logged before it starts: the very bytes behind strategy.sha256
     recorder.log_text(spec.strategy_source.decode(errors="replace"), spec.strategy_path.name)
@@ -194,7 +200,7 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, ckp
     try:
         executor.open_strategy(spec.strategy_spec())
     except StrategyError as exc:  # a strategy that cannot even start is a failed run, on record
-        failed = RunRecorder(w.name, run_name=f"{spec.display_name}-seed{spec.seed}",
+        failed = RunRecorder(w.name, run_name=spec.run_name,
                              tags={**tags, f"{TAG}status": f"failed: {exc}"[:5000]}, params=params,
                              experiment=executor.experiment(w.name))
         failed.finish("FAILED")

@@ -131,18 +131,23 @@ def test_workloads_lists_and_checks():
 # ---- `baselines`: the runs (stubbed here: no training), then the leaderboard's ranking ------------
 def stub_training(monkeypatch, fail=()):
     """Replace training by a record of what would run; strategies named in `fail` fail as a bad strategy would."""
-    import benchmark.cli.runs
+    import benchmark.runner
 
     specs = []
 
-    def run_with_progress(spec, label="", **_):
+    def run(spec, **_):
         specs.append(spec)
         if spec.strategy_name in fail:
             raise StrategyError(f"{spec.strategy_name}: sample() returned 3 rollouts, not 64")
-        return {}
+        return summary_of(spec)
 
-    monkeypatch.setattr(benchmark.cli.runs, "run_with_progress", run_with_progress)
+    monkeypatch.setattr(benchmark.runner, "run", run)
     return specs
+
+
+def summary_of(spec, **fields) -> dict:
+    """What the progress rows read of a finished run's summary."""
+    return {"compute_used": spec.workload.budget, "trainer_steps": 10, "final": {"accuracy": 0.5}, **fields}
 
 
 def test_baselines_prints_the_leaderboards_ranking(isolated_runs, tmp_path, monkeypatch, capsys):
@@ -384,19 +389,19 @@ def test_submit_into_a_store_without_the_reference_gives_no_rank_and_names_impor
     never band 1, and the command that loads the reference; once the reference's runs are in, the ranking."""
     from helpers import make_run
 
-    import benchmark.cli.runs
+    import benchmark.runner
     from benchmark.tracking import client, experiment_id
 
     c = client()
     exp = experiment_id(c, "arith-tiny")
 
-    def fake_training(spec, label="", **_):  # a finished run that reaches the target in half the reference's compute
+    def fake_training(spec, **_):  # a finished run that reaches the target in half the reference's compute
         run_id = make_run(c, exp, "strategy", spec.seed, [0.3] * 10 + [0.8], spec.workload.pipeline.workers,
                           spec.workload.pipeline.trainers)
         c.set_tag(run_id, "replaybench.name", spec.name)
-        return {"mlflow_run_id": run_id}
+        return summary_of(spec, mlflow_run_id=run_id)
 
-    monkeypatch.setattr(benchmark.cli.runs, "run_with_progress", fake_training)
+    monkeypatch.setattr(benchmark.runner, "run", fake_training)
     monkeypatch.setenv("COLUMNS", "400")
     assert main(["submit", str(REPO / "submissions" / "example_entry"), "--jobs", "1"]) == 0
     out = capsys.readouterr()
@@ -418,3 +423,21 @@ def test_submit_into_a_store_without_the_reference_gives_no_rank_and_names_impor
     assert main(["leaderboard"]) == 0
     table = capsys.readouterr().out
     assert "perf. profile" in table and "no rank, band" not in table and "on_policy (reference)" in table
+
+
+def test_a_batch_of_runs_shows_run_k_of_n_and_the_time_left_for_them_all(isolated_runs, monkeypatch, capsys):
+    stub_training(monkeypatch)
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["baselines", "--strategies", "on_policy", "--seeds", "0", "1", "--jobs", "1"]) == 0
+    err = capsys.readouterr().err  # the progress rows are on stderr, the ranking on stdout
+    assert "run 1 of 2: on_policy (6,2) seed 0" in err and "run 2 of 2: on_policy (6,2) seed 1" in err
+    assert "all 2 runs" in err
+
+
+def test_the_time_left_comes_from_the_batchs_pace_so_far():
+    from benchmark.cli.parallel import time_left
+
+    assert time_left(60, 0.01) == "time left: after the first 2%"  # too early to say
+    assert time_left(600, 0.25) == "about 30 min left"  # a quarter done in 10 minutes
+    assert time_left(30, 0.9) == "under a minute left"
+    assert time_left(3600, 0.25) == "about 3.0 h left"

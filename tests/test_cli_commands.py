@@ -133,7 +133,7 @@ def test_a_newcomers_journey_from_a_copied_entry_to_the_local_board(tiny_checkpo
     assert "kestrel: preview (seed 0), not ranked" in out.out and "reference median (published)" in out.out
     assert (isolated_runs / "previews" / "kestrel-arith-tiny.svg").read_text().startswith("<svg")
     (run,) = find_runs("arith-tiny")
-    assert run.data.tags["mlflow.runName"] == "kestrel-seed0" and run.data.tags["replaybench.preview"] == "true"
+    assert run.data.tags["mlflow.runName"] == "kestrel-preview-seed0" and run.data.tags["replaybench.preview"] == "true"
 
     assert main(["leaderboard", "--workload", str(workload_file)]) == 0
     terminal = capsys.readouterr().out

@@ -286,7 +286,7 @@ def test_an_entry_missing_a_workload_is_listed_as_incomplete_not_ranked(two_work
     half = next(n for n in results["not_ranked"] if n["strategy"] == "half_done")
     assert half["reason"] == "incomplete: no finished compliant run on beta"
     assert half["run_ids"] == [f"alpha-half_done-{s}-v2" for s in range(4)]
-    assert f"| {half['key']} | incomplete: no finished compliant run on beta | 4 |" in md
+    assert "| half_done | incomplete: no finished compliant run on beta | 4 |" in md  # its name, no hex
     # one speedup column per workload, seeds per workload, and the flag of each workload short of seeds
     header = next(line for line in md.splitlines() if line.startswith("| band |"))
     assert "| speedup alpha | speedup beta | flags |" in header
@@ -535,3 +535,51 @@ def test_without_the_reference_no_file_shows_a_rank_band_or_profile():
     md, page = render_markdown(results), render_html(results)
     assert "perf. profile" not in md and "Note: no rank, band or performance profile" in md
     assert "perf. profile" not in page and "run `replaybench leaderboard import-runs`" in page
+
+
+def test_left_out_runs_are_grouped_by_why_folded_on_the_page_and_only_your_own_get_advice(store, capsys):
+    """A store after `import-runs`: the published board's interrupted run is somebody else's, so only the store's
+    own interrupted run is named as resumable; a preview is drawn beside the board, never "not ranked"."""
+    from benchmark.tracking import client, experiment_id
+
+    targets, ids = store["targets"], store["ids"]
+    c = client()
+    exp = experiment_id(c, WORKLOAD)
+    mine = make_run(c, exp, "kestrel", 0, status="interrupted")
+    theirs = make_run(c, exp, "fifo_uniform", 2, status="interrupted", workers=4, trainers=4)
+    c.set_tag(theirs, "replaybench.published_run_id", theirs)
+    preview = make_run(c, exp, "kestrel", 0, [0.3, 0.4], overrides={"budget": 600_000})
+    c.set_tag(preview, "replaybench.preview", "true")
+    assert lb("freeze-target", "--workload", WORKLOAD, "--targets", targets) == 0
+
+    results = score_from_mlflow(targets_dir=targets)
+    assert results["resumable_run_ids"] == sorted([mine, ids["running"]])  # crashy's running run is this store's
+    assert [p["run_id"] for p in results["previews"]] == [preview]
+    assert preview not in {x["run_id"] for x in results["excluded_runs"]}
+    assert preview not in {r for n in results["not_ranked"] for r in n["run_ids"]}
+    why = {x["run_id"]: x["why"] for x in results["excluded_runs"]}
+    assert why[mine] == why[theirs] == why[ids["running"]] == "interrupted"
+    assert why[ids["failed"]] == "failed" and why[ids["dup"]] == "duplicate seed"
+    assert why[ids[("on_policy", 10)]] == "held out: sets the target"
+    assert all("--resume" not in x["reason"] for x in results["excluded_runs"])
+
+    print_leaderboard(results, highlight="kestrel")
+    table = " ".join(capsys.readouterr().out.split())
+    assert "runs left out, by why" in table and "interrupted │ 3 │" in table
+    assert "runs of kestrel left out" in table and mine in table and theirs not in table  # one row a group
+    assert f"2 of this store's own runs stopped before the end ({', '.join(sorted([mine, ids['running']]))})" \
+        in table and "with --resume" in table
+    page = render_html(results)
+    assert page.count('<details class="excluded">') == len({x["why"] for x in results["excluded_runs"]})
+    assert '<details class="excluded" open' not in page and theirs in page  # folded, and every run still there
+    md = render_markdown(results)
+    assert "| interrupted | 3 | crashy ×1, fifo_uniform ×1, kestrel ×1 |" in md and "### interrupted (3)" in md
+
+
+def test_the_published_board_advises_nobody_on_finishing_its_runs(store, tmp_path, monkeypatch):
+    monkeypatch.setattr(benchmark.leaderboard.build, "LEADERBOARD_DIR", tmp_path / "published")
+    assert lb("freeze-target", "--workload", WORKLOAD, "--targets", store["targets"]) == 0
+    assert "resumable_run_ids" in score_from_mlflow(targets_dir=store["targets"])
+    results = benchmark.leaderboard.build.build(tmp_path / "published", targets_dir=store["targets"])
+    assert "resumable_run_ids" not in results
+    assert "resumable_run_ids" not in json.loads((tmp_path / "published" / "results.json").read_text())

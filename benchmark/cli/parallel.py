@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import queue
 import signal
+import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import TYPE_CHECKING
 
@@ -145,19 +146,45 @@ def _end_workers(pool: ProcessPoolExecutor) -> None:
         process.kill()
 
 
+def time_left(elapsed: float, fraction_done: float) -> str:
+    """The whole batch's time left, from its pace so far (the runs of a batch share one budget and machine)."""
+    if fraction_done < 0.02:
+        return "time left: after the first 2%"
+    seconds = elapsed * (1 - fraction_done) / fraction_done
+    return "under a minute left" if seconds < 60 else (
+        f"about {seconds / 60:.0f} min left" if seconds < 5400 else f"about {seconds / 3600:.1f} h left")
+
+
 class RunRows:
-    """One progress row per run, added when the run starts; a finished run's row keeps its final state."""
+    """One progress row per run ("run k of n: ..."), added when the run starts, a finished run's row keeping its
+    final state; above them, with several runs, one row for them all with the time left."""
 
     def __init__(self, bar: Progress, runs: list[tuple[RunSpec, str]]):
         self.bar, self.runs = bar, runs
         self.rows: dict[int, int] = {}  # run index -> the bar's task id
         self.done: set[int] = set()
+        self.compute: dict[int, float] = {}  # run index -> its compute used (its budget once it ended)
+        self.started = time.monotonic()
+        self.total = bar.add_task(f"all {len(runs)} runs", total=self.budget(), status="") if len(runs) > 1 \
+            else None
+
+    def budget(self) -> float:
+        return sum(spec.workload.budget for spec, _ in self.runs)
 
     def row(self, index: int) -> int:
         if index not in self.rows:
-            self.rows[index] = self.bar.add_task(self.runs[index][1], total=self.runs[index][0].workload.budget,
-                                                 status="")
+            label = self.runs[index][1]
+            if len(self.runs) > 1:
+                label = f"run {index + 1} of {len(self.runs)}: {label}"
+            self.rows[index] = self.bar.add_task(label, total=self.runs[index][0].workload.budget, status="")
         return self.rows[index]
+
+    def count(self, index: int, compute: float) -> None:
+        self.compute[index] = min(compute, self.runs[index][0].workload.budget)
+        if self.total is not None:
+            done = sum(self.compute.values())
+            self.bar.update(self.total, completed=done,
+                            status=time_left(time.monotonic() - self.started, done / self.budget()))
 
     def read(self, updates) -> None:
         while True:
@@ -172,6 +199,7 @@ class RunRows:
         budget = self.runs[index][0].workload.budget
         self.bar.update(self.row(index), completed=min(compute_used, budget),
                         status=progress_status(compute_used, budget, trainer_step, accuracy))
+        self.count(index, compute_used)
 
     def finished(self, index: int, summary: dict) -> None:
         self.show(index, summary["compute_used"], summary["trainer_steps"], summary["final"]["accuracy"])
@@ -180,3 +208,4 @@ class RunRows:
     def failed(self, index: int, what: str) -> None:
         self.bar.update(self.row(index), status=f"[red]{what}[/]")
         self.done.add(index)
+        self.count(index, self.runs[index][0].workload.budget)  # what it left undone will not run

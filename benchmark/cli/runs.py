@@ -16,7 +16,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from benchmark.cli.options import add_executor_option, add_workload_options, console, workload_from_args
-from benchmark.cli.parallel import default_jobs, last_accuracy, progress_bar, progress_status, run_parallel
+from benchmark.cli.parallel import (
+    RunRows,
+    default_jobs,
+    last_accuracy,
+    progress_bar,
+    run_parallel,
+)
 from benchmark.errors import UserError
 from benchmark.leaderboard import LeaderboardError
 from benchmark.leaderboard.build import score_from_mlflow
@@ -114,17 +120,14 @@ def jobs_of(args) -> int:
     return args.jobs or default_jobs()
 
 
-def run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, label: str = "",
-                      executor_options=None) -> dict:
+def run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, executor_options=None) -> dict:
     from benchmark.runner import run
 
-    budget = spec.workload.budget
     with progress_bar() as bar:
-        job = bar.add_task(label or f"{spec.strategy_name} seed {spec.seed}", total=budget, status="")
+        rows = RunRows(bar, [(spec, f"{spec.display_name} seed {spec.seed}")])
 
         def progress(p):
-            bar.update(job, completed=min(p.compute_used, budget),
-                       status=progress_status(p.compute_used, budget, p.trainer_step, last_accuracy(p)))
+            rows.show(0, p.compute_used, p.trainer_step, last_accuracy(p))
 
         return run(spec, resume=resume, summary_json=summary_json, progress=progress, executor_options=executor_options)
 
@@ -168,13 +171,22 @@ def run_all(runs: list[tuple[RunSpec, str]], jobs: int) -> list[dict | StrategyE
             if isinstance(outcome, StrategyError):
                 console.print(f"[red]{label} failed:[/] {outcome}")
         return outcomes
+    from benchmark.runner import run
+
     outcomes = []
-    for spec, label in runs:
-        try:
-            outcomes.append(run_with_progress(spec, label=label))
-        except StrategyError as exc:
-            console.print(f"[red]{label} failed:[/] {exc}")
-            outcomes.append(exc)
+    with progress_bar() as bar:
+        rows = RunRows(bar, runs)
+        for index, (spec, label) in enumerate(runs):
+            def progress(p, index=index):
+                rows.show(index, p.compute_used, p.trainer_step, last_accuracy(p))
+
+            try:
+                outcomes.append(run(spec, progress=progress))
+                rows.finished(index, outcomes[-1])
+            except StrategyError as exc:
+                rows.failed(index, "failed")
+                console.print(f"[red]{label} failed:[/] {exc}")
+                outcomes.append(exc)
     return outcomes
 
 

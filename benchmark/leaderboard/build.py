@@ -13,8 +13,10 @@ from pathlib import Path
 from benchmark import tracking
 from benchmark.leaderboard import LeaderboardError, scoring
 from benchmark.leaderboard.compliance import (
+    RESUMABLE_STATUSES,
     compliance_problem,
     dedupe_seeds,
+    exclusion_group,
     exclusion_reason,
     open_track_choices,
 )
@@ -127,7 +129,7 @@ class SortedRuns:
     def exclude(self, rec: RunRecord, reason: str) -> None:
         self.excluded.append({"run_id": rec.run_id, "workload": rec.workload, "strategy": rec.strategy,
                               "name": rec.name or rec.strategy, "group": rec.group, "seed": rec.seed,
-                              "track": rec.track, "reason": reason})
+                              "track": rec.track, "reason": reason, "why": exclusion_group(reason)})
 
 
 def _preview(rec: RunRecord) -> dict:
@@ -147,8 +149,12 @@ def sort_runs(records: list[RunRecord], targets: dict[str, dict], track: str | N
     for rec in records:
         if track is not None and rec.track != track and rec.run_id not in ref_ids and rec.group not in ref_groups:
             continue
-        if rec.preview and rec.workload in targets and rec.status == "finished" and rec.summary:
-            out.previews.append(_preview(rec))
+        if rec.preview and rec.workload in targets:  # beside the board: never an entry, nor one "not ranked"
+            if rec.status == "finished" and rec.summary:
+                out.previews.append(_preview(rec))
+            else:
+                out.exclude(rec, f"{exclusion_reason(rec)} ({rec.status or 'no status'})")
+            continue
         if rec.workload not in targets:
             out.unscored[rec.workload] = out.unscored.get(rec.workload, 0) + 1
             continue
@@ -313,6 +319,11 @@ def score_from_mlflow(workload: str | None = None, track: str | None = None,
         records = load_runs(None if not workload else [workload])
     results = build_results(records, targets, track=track, tracking_uri=uri)
     attach_published_reference(results)
+    excluded = {x["run_id"] for x in results["excluded_runs"]}
+    resumable = sorted(r.run_id for r in records
+                       if r.status in RESUMABLE_STATUSES and not r.imported and r.run_id in excluded)
+    if resumable:  # the store's own runs only: an imported one is somebody else's to finish
+        results["resumable_run_ids"] = resumable
     return results
 
 
@@ -382,7 +393,8 @@ def build(out_dir: Path | None = None, workload: str | None = None, track: str |
         raise LeaderboardError(f"cannot write the leaderboard into {out_dir} ({exc.strerror}): pass --out with a "
                                "folder you can write") from None
     published = out_dir.resolve() == LEADERBOARD_DIR.resolve()
-    if published:  # the published board ships the runs it names
+    if published:  # the published board ships the runs it names, and advises nobody on finishing them
+        results.pop("resumable_run_ids", None)
         from benchmark.leaderboard.published import RUNS_FOLDER, export_runs
 
         export_runs(results, out_dir)

@@ -64,11 +64,25 @@ def exclusion_reason(rec: RunRecord) -> str | None:
     if rec.status.startswith("failed"):
         return rec.status
     if rec.status == "interrupted":
-        return "incomplete: interrupted; finish it with `replaybench run ... --resume` (or the same command again)"
+        return "incomplete: interrupted"
     if rec.status == "running":
-        return (f"incomplete: still running or interrupted (MLflow status {rec.mlflow_status}); "
-                "finish it with `replaybench run ... --resume`")
+        return f"incomplete: still running or interrupted (MLflow status {rec.mlflow_status})"
     return f"incomplete: status {rec.status or '(no replaybench.status tag)'}"
+
+
+# The board groups the runs it leaves out by why, in these words: the first prefix of the reason that matches.
+EXCLUSION_GROUPS = (("held out", "held out: sets the target"), ("not a scored seed", "not a scored seed"),
+                    ("non-compliant: workload version", "older workload version"),
+                    ("non-compliant", "other settings"), ("incomplete: interrupted", "interrupted"),
+                    ("incomplete: still running", "interrupted"), ("failed", "failed"),
+                    ("duplicate", "duplicate seed"), ("refused", "refused"), ("preview", "preview"))
+
+
+def exclusion_group(reason: str) -> str:
+    return next((group for prefix, group in EXCLUSION_GROUPS if reason.startswith(prefix)), "incomplete")
+
+
+RESUMABLE_STATUSES = ("interrupted", "running")  # a run of one's own in these states continues with --resume
 
 
 def compliance_problem(rec: RunRecord, target: dict) -> str | None:

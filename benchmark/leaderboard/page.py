@@ -26,6 +26,8 @@ from benchmark.leaderboard.plots import (
 from benchmark.leaderboard.published import shared_path
 from benchmark.leaderboard.render import (
     YOURS,
+    entry_counts,
+    excluded_groups,
     format_compute,
     format_number,
     highlighted_keys,
@@ -118,6 +120,20 @@ def _simple_table(table_id: str, header: list[str], rows: list[list], code_cols=
     return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _excluded_sections(results: dict) -> list[str]:
+    """The runs left out, one section per why (held out, older version, interrupted, ...), each folded: the
+    calibration runs and old versions of a large store would bury everything below them."""
+    sections = []
+    for i, (why, runs) in enumerate(excluded_groups(results)):
+        table = _simple_table(f"excluded-{i}", ["workload", "entry", "seed", "MLflow run id", "reason"],
+                              [[x["workload"], x.get("name", x["strategy"]), x["seed"], x["run_id"], x["reason"]]
+                               for x in runs], code_cols=(3,), runs_folder=results.get("runs_folder"))
+        sections.append(f'<details class="excluded"><summary>{_esc(why)}: {len(runs)} run'
+                        f'{"s" if len(runs) > 1 else ""} ({_esc(entry_counts(runs))})</summary>'
+                        f'<div class="scroll">{table}</div></details>')
+    return sections
+
+
 def _runs_table(results: dict) -> str:
     """Every scored run, by entry in rank order: the MLflow run id behind each number on the page; on a
     published board the entry links to its strategy file and the run id to its folder."""
@@ -191,7 +207,7 @@ th { vertical-align: bottom; white-space: normal; background: #f0f0f0; }
 #ranking td { text-align: right; }
 #ranking td:nth-child(3), #ranking td:last-child { text-align: left; }
 #ranking td:last-child { white-space: normal; min-width: 9rem; }
-#not-ranked td, #excluded td:last-child { white-space: normal; }
+#not-ranked td, details.excluded td:last-child { white-space: normal; }
 #ranking th { cursor: pointer; user-select: none; }
 #ranking th:hover { background: #e2e8f0; }
 #ranking th[aria-sort="ascending"]::after { content: " \\25B2"; font-size: 0.7em; }
@@ -286,18 +302,11 @@ def render_html(results: dict, highlight: str | None = None) -> str:
     if results["not_ranked"]:
         parts.append('<div class="scroll">' + _simple_table(
             "not-ranked", ["entry", "reason", "MLflow runs"],
-            [[n["key"], n["reason"], ", ".join(n["run_ids"])] for n in results["not_ranked"]]) + "</div>")
+            [[n["strategy"], n["reason"], ", ".join(n["run_ids"])] for n in results["not_ranked"]]) + "</div>")
     else:
         parts.append("<p>None.</p>")
     parts.append("<h2>Excluded runs</h2>")
-    if results["excluded_runs"]:
-        parts.append('<div class="scroll">' + _simple_table(
-            "excluded", ["workload", "entry", "seed", "MLflow run id", "reason"],
-            [[x["workload"], x.get("name", x["strategy"]), x["seed"], x["run_id"], x["reason"]]
-             for x in results["excluded_runs"]],
-            code_cols=(3,), runs_folder=results.get("runs_folder")) + "</div>")
-    else:
-        parts.append("<p>None.</p>")
+    parts += _excluded_sections(results) or ["<p>None.</p>"]
     for w, info in results["unscored_workloads"].items():
         parts.append(f'<p class="note">Workload {_esc(w)}: {info["runs"]} runs not scored (no target); run '
                      f'<code>{_esc(info["fix"])}</code>.</p>')

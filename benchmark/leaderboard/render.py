@@ -144,7 +144,29 @@ def store_notes(results: dict) -> list[str]:
     if not results["entries"]:
         notes.append("no entry is ranked yet: `replaybench baselines` runs the reference (4 seeds), "
                      "`replaybench submit submissions/<entry>` an entry")
+    resumable = results.get("resumable_run_ids", [])
+    if resumable:
+        notes.append(f"{len(resumable)} of this store's own runs stopped before the end "
+                     f"({', '.join(resumable)}): the command that started each, with --resume, finishes it from "
+                     "its last checkpoint")
     return notes
+
+
+def excluded_groups(results: dict) -> list[tuple[str, list[dict]]]:
+    """The runs left out, grouped by why (compliance.exclusion_group), the largest group first."""
+    groups: dict[str, list[dict]] = {}
+    for x in results["excluded_runs"]:
+        groups.setdefault(x.get("why", "excluded"), []).append(x)
+    return sorted(groups.items(), key=lambda g: (-len(g[1]), g[0]))
+
+
+def entry_counts(runs: list[dict]) -> str:
+    """"fifo_uniform ×6, on_policy ×4": whose runs these are."""
+    counts: dict[str, int] = {}
+    for x in runs:
+        name = x.get("name", x["strategy"])
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{name} ×{n}" for name, n in sorted(counts.items(), key=lambda c: (-c[1], c[0])))
 
 
 def print_leaderboard(results: dict, console=None, highlight: str | None = None) -> None:
@@ -181,30 +203,36 @@ def print_leaderboard(results: dict, console=None, highlight: str | None = None)
         console.print(f"{escape(entry)}: {escape(flag)}")
     for note in store_notes(results):  # under the table: what it cannot say, before the lists of left-out runs
         console.print(f"[yellow]note:[/] {escape(note)}")
-    if results["not_ranked"]:
-        t = Table(title="not ranked")
-        for col in ("entry", "reason", "runs"):
-            t.add_column(col)
-        for n in results["not_ranked"]:
-            t.add_row(n["key"], n["reason"], str(len(n["run_ids"])))
-        console.print(t)
-    if results.get("previews"):
-        t = Table(title="previews (`submit --preview`: one seed, a short budget, never ranked)")
-        for col in ("workload", "entry", "seed", "budget", "best accuracy", "run id"):
-            t.add_column(col)
-        for p in results["previews"]:
-            t.add_row(p["workload"], p["name"], str(p["seed"]), format_compute(p["budget"]),
-                      f"{p['best_accuracy']:.3f}", p["run_id"])
-        console.print(t)
-    if results["excluded_runs"]:
-        t = Table(title="excluded runs")
-        for col in ("workload", "entry", "seed", "run id", "reason"):
-            t.add_column(col)
-        for x in results["excluded_runs"]:
-            t.add_row(x["workload"], x.get("name", x["strategy"]), str(x["seed"]), x["run_id"], x["reason"])
-        console.print(t)
+    _print_left_out(results, console, highlight)
     for w, info in results["unscored_workloads"].items():
         console.print(f"[yellow]workload {w}: {info['runs']} runs not scored (no target); run `{info['fix']}`[/]")
+
+
+def _print_left_out(results: dict, console, highlight: str | None) -> None:
+    """Below the ranking: the entries not ranked, the previews, the runs left out (one row per why: every run is
+    in LEADERBOARD.md and on the page) and, for `highlight`, each of its own."""
+    from rich.table import Table
+
+    def table(name: str, columns: tuple[str, ...], rows: list[list]) -> None:
+        if rows:
+            t = Table(title=name)
+            for col in columns:
+                t.add_column(col)
+            for row in rows:
+                t.add_row(*map(str, row))
+            console.print(t)
+
+    table("not ranked", ("entry", "reason", "runs"),
+          [[n["strategy"], n["reason"], len(n["run_ids"])] for n in results["not_ranked"]])
+    table("previews (`submit --preview`: one seed, a short budget, never ranked)",
+          ("workload", "entry", "seed", "budget", "best accuracy", "run id"),
+          [[p["workload"], p["name"], p["seed"], format_compute(p["budget"]), f"{p['best_accuracy']:.3f}",
+            p["run_id"]] for p in results.get("previews", [])])
+    table("runs left out, by why", ("why", "runs", "entries"),
+          [[why, len(runs), entry_counts(runs)] for why, runs in excluded_groups(results)])
+    table(f"runs of {highlight} left out", ("workload", "seed", "run id", "reason"),
+          [[x["workload"], x["seed"], x["run_id"], x["reason"]] for x in results["excluded_runs"]
+           if highlight and highlight == x.get("name", x["strategy"])])
 
 
 def _md_cell(text: str) -> str:
@@ -225,17 +253,22 @@ def render_markdown(results: dict) -> str:
     out += ["", "## Not ranked", ""]
     if results["not_ranked"]:
         out += ["| entry | reason | runs |", "|---|---|---|"]
-        out += [f"| {_md_cell(n['key'])} | {_md_cell(n['reason'])} | {len(n['run_ids'])} |"
+        out += [f"| {_md_cell(n['strategy'])} | {_md_cell(n['reason'])} | {len(n['run_ids'])} |"
                 for n in results["not_ranked"]]
     else:
         out.append("None.")
     out += ["", "## Excluded runs", ""]
-    if results["excluded_runs"]:
-        out += ["| workload | entry | seed | MLflow run | reason |", "|---|---|---|---|---|"]
-        out += [f"| {x['workload']} | {_md_cell(x.get('name', x['strategy']))} | {x['seed']} | `{x['run_id']}` | "
-                f"{_md_cell(x['reason'])} |" for x in results["excluded_runs"]]
+    groups = excluded_groups(results)
+    if groups:
+        out += ["| why | runs | entries |", "|---|---|---|"]
+        out += [f"| {_md_cell(why)} | {len(runs)} | {_md_cell(entry_counts(runs))} |" for why, runs in groups]
     else:
         out.append("None.")
+    for why, runs in groups:
+        out += ["", f"### {why} ({len(runs)})", "", "| workload | entry | seed | MLflow run | reason |",
+                "|---|---|---|---|---|"]
+        out += [f"| {x['workload']} | {_md_cell(x.get('name', x['strategy']))} | {x['seed']} | `{x['run_id']}` | "
+                f"{_md_cell(x['reason'])} |" for x in runs]
     if results["unscored_workloads"]:
         out += ["", "## Workloads without a target", ""]
         out += [f"- {w}: {i['runs']} runs; `{i['fix']}`" for w, i in results["unscored_workloads"].items()]

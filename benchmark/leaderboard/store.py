@@ -36,6 +36,7 @@ class RunRecord:
     summary: dict | None = None
     problem: str | None = None  # why the summary could not be read
     summary_sha256: str | None = None  # the digest of summary.json the run ended with (runs since the tag exists)
+    imported: bool = False  # loaded from a published board (`leaderboard import-runs`): somebody else's run
 
 
 def _tag(run, name, default=None):
@@ -84,7 +85,8 @@ def load_runs(workloads: list[str] | None = None, mlflow_client=None) -> list[Ru
             status=_tag(run, "status", ""), mlflow_status=run.info.status, track=_tag(run, "track", DEFAULT_TRACK),
             workload_version=_tag(run, "workload_version"), start_time=run.info.start_time or 0,
             entropy=run.data.metrics.get("train/entropy"), name=_tag(run, "name") or _tag(run, "submission"),
-            preview=_tag(run, "preview") == "true", summary_sha256=_tag(run, "summary_sha256"))
+            preview=_tag(run, "preview") == "true", summary_sha256=_tag(run, "summary_sha256"),
+            imported=_tag(run, "published_run_id") is not None)
         records.append(rec)
         if rec.status == "finished":
             finished.append((rec, run))

@@ -432,3 +432,46 @@ def test_highlighted_entry_in_chromium(long_board, browser, tmp_path):
         assert browser.save_screenshot(str(shot))
     finally:
         browser.set_window_size(1400, 900)
+
+
+def test_the_published_rankings_every_column_fits_at_1400_and_2100_px(browser):
+    """The published board's 22 entries and 13 columns in view without scrolling sideways (the long cells wrap)."""
+    from benchmark.paths import LEADERBOARD_DIR
+
+    browser.get((LEADERBOARD_DIR / "index.html").as_uri())
+    try:
+        for width in (1400, 2100):
+            browser.set_window_size(width, 900)
+            shown, needed = browser.execute_script(
+                "const t = document.getElementById('ranking'); return [t.parentElement.clientWidth, t.scrollWidth]")
+            assert needed <= shown, (width, needed, shown)
+    finally:
+        browser.set_window_size(1400, 900)
+
+
+def test_a_board_without_the_reference_keeps_its_score_in_view_at_phone_width(no_reference_board, browser):
+    """Without band, rank and profile the columns shift: the phone's style picks them by class, not position."""
+    from selenium.webdriver.common.by import By
+
+    browser.get((no_reference_board / "index.html").as_uri())
+    try:
+        browser.set_window_size(420, 900)
+        shown = [th.text.replace("\n", " ") for th in browser.find_elements(By.CSS_SELECTOR, "#ranking th")
+                 if th.is_displayed()]
+        assert "entry" in shown and "speedup (geo-mean) [95% CI]" in shown and "(W,T)" not in shown
+        assert "seeds" not in shown
+    finally:
+        browser.set_window_size(1400, 900)
+
+
+@pytest.fixture
+def no_reference_board(isolated_runs, tmp_path, monkeypatch):
+    """A local board of one entry in a store without the reference's runs (a fresh clone's after `submit`)."""
+    from benchmark.tracking import client, experiment_id
+
+    c = client()
+    exp = experiment_id(c, WORKLOAD)
+    for seed in range(4):
+        make_run(c, exp, "kestrel", seed, [0.3, 0.5, 0.8], workers=5, trainers=3)
+    build(tmp_path / "board", WORKLOAD)
+    return tmp_path / "board"

@@ -73,10 +73,22 @@ def _numeric_keys(e: dict, workloads: list[str]) -> dict:
     return keys
 
 
+# The ranking's columns by class, not position: the style holds whichever columns a board has (a store without
+# the reference shows no band, rank or profile; a board of several workloads a speedup per workload).
+COLUMN_CLASSES = {"band": "band", "rank [95%]": "rank", "entry": "entry", "(W,T)": "split", "seeds": "seeds",
+                  "speedup (geo-mean) [95% CI]": "speedup", "perf. profile": "profile",
+                  "compute-to-target (median [IQR])": "to-target", "best acc (median curve [IQR])": "best",
+                  "AUC": "auc", "pass@k at best": "pass-k", "entropy": "entropy", "flags": "flags"}
+
+
+def _column_class(header: str) -> str:
+    return "c-" + COLUMN_CLASSES.get(header, "workload-speedup")
+
+
 def _ranking_table(results: dict, highlighted: set[str]) -> str:
     workloads = sorted(results["workloads"])
     header, rows = table_rows(results)
-    head = "".join(f'<th scope="col" tabindex="0" title="sort by {_esc(h)}"'
+    head = "".join(f'<th scope="col" class="{_column_class(h)}" tabindex="0" title="sort by {_esc(h)}"'
                    + (' aria-sort="ascending"' if h.startswith("rank") else "") + f">{_esc(h)}</th>" for h in header)
     body = []
     for i, (e, row) in enumerate(zip(results["entries"], rows)):
@@ -89,7 +101,7 @@ def _ranking_table(results: dict, highlighted: set[str]) -> str:
                 ids = [r for w in workloads for r in e["workloads"][w]["run_ids"]]
                 title = f' title="{_esc(e["key"])}; MLflow runs: {_esc(", ".join(ids))}"'
                 text += YOURS if e["key"] in highlighted else ""  # the mark in words, for a screen reader too
-            cells.append(f"<td{sort}{title}>{_esc(text)}</td>")
+            cells.append(f'<td class="{_column_class(h)}"{sort}{title}>{_esc(text)}</td>')
         cls = ("band-odd" if e["band"] % 2 else "band-even") + (" highlighted" if e["key"] in highlighted else "")
         body.append(f'<tr class="{cls}" data-rank="{i}">{"".join(cells)}</tr>')
     return (f'<table id="ranking" class="sortable"><thead><tr>{head}</tr></thead>'
@@ -205,8 +217,13 @@ table { border-collapse: collapse; font-size: 0.85rem; margin: 0.6rem 0; }
 th, td { border: 1px solid #d4d4d4; padding: 0.25rem 0.45rem; text-align: left; white-space: nowrap; }
 th { vertical-align: bottom; white-space: normal; background: #f0f0f0; }
 #ranking td { text-align: right; }
-#ranking td:nth-child(3), #ranking td:last-child { text-align: left; }
-#ranking td:last-child { white-space: normal; min-width: 9rem; }
+#ranking td.c-entry, #ranking td.c-flags { text-align: left; }
+/* the long cells wrap, so that the whole ranking fits the page's width */
+#ranking { font-size: 0.82rem; }
+#ranking td.c-entry { white-space: normal; min-width: 10rem; }
+#ranking td.c-flags { white-space: normal; min-width: 7rem; }
+#ranking td.c-speedup { white-space: normal; min-width: 10.5rem; }
+#ranking td.c-pass-k { white-space: normal; min-width: 4.5rem; }
 #not-ranked td, details.excluded td:last-child { white-space: normal; }
 #ranking th { cursor: pointer; user-select: none; }
 #ranking th:hover { background: #e2e8f0; }
@@ -220,9 +237,8 @@ code { font-size: 0.85em; }
 details summary { cursor: pointer; margin: 0.5rem 0; }
 @media (max-width: 700px) {  /* a phone: the ranking's key columns in view, plots at a readable scale */
   body { padding: 0.5rem 0.6rem 2rem; }
-  #ranking th:nth-child(4), #ranking td:nth-child(4), #ranking th:nth-child(5), #ranking td:nth-child(5),
-  #ranking th:nth-child(7), #ranking td:nth-child(7) { display: none; }
-  #ranking td:nth-child(3), #ranking td:nth-child(6) { white-space: normal; min-width: 6rem; }
+  #ranking .c-split, #ranking .c-seeds, #ranking .c-profile { display: none; }
+  #ranking td.c-entry, #ranking td.c-speedup { white-space: normal; min-width: 6rem; }
   th, td { padding: 0.2rem 0.3rem; }
   figure { overflow-x: auto; }
   figure svg { max-width: none; width: 760px; }
@@ -250,12 +266,12 @@ def render_html(results: dict, highlight: str | None = None) -> str:
     colours = entry_colours(plotted, mine)
     mlflow = results["mlflow"]
     parts = [f"<h1>{_esc(title(results))}</h1>",
-             f'<p class="meta">Generated {_esc(results["generated"])} from MLflow (<code>{_esc(mlflow["tracking_uri"])}'
-             f'</code>, experiments {_esc(", ".join(mlflow["experiments"]))}; code {_esc(results["code_version"])}) '
+             f'<p class="meta">Generated {_esc(results["generated"])} from {_store_words(results)} '
+             f'(experiments {_esc(", ".join(mlflow["experiments"]))}; code {_esc(results["code_version"])}) '
              'by <code>replaybench leaderboard build</code>. The same numbers are in '
              '<a href="results.json">results.json</a> and <a href="LEADERBOARD.md">LEADERBOARD.md</a>; each names '
              'the MLflow run ids it comes from (<a href="#runs-section">runs below</a>). '
-             'Rules: <a href="README.md">README.md</a>.</p>',
+             f"Rules: {_rules_link(results)}.</p>",
              "<h2>Ranking</h2>", _ranking_note(results),
              f'<div class="scroll">{_ranking_table(results, mine)}</div>']
     if len(workloads) > 1:
@@ -314,11 +330,24 @@ def render_html(results: dict, highlight: str | None = None) -> str:
     details = "<details open>" if n_runs <= RUNS_OPEN_UP_TO else "<details>"
     parts += ['<h2 id="runs-section">MLflow runs behind each entry</h2>',
               f'<p class="note">Look a run up by its id in MLflow (<code>mlflow ui</code> on '
-              f'<code>{_esc(mlflow["tracking_uri"])}</code>): its summary.json holds the evaluation curve these '
-              "numbers come from.</p>",
+              f'{_store_words(results)}): its summary.json holds the evaluation curve these numbers come from.</p>',
               f'{details}<summary>{n_runs} runs</summary><div class="scroll">{_runs_table(results)}</div>'
               "</details>"]
     return _document(title(results), parts, highlighting=bool(mine))
+
+
+def _store_words(results: dict) -> str:
+    """Where the runs are, for this page's reader: a published board's shipped folder (the builder's own store
+    path means nothing to anyone else), a local board's MLflow store."""
+    if results.get("runs_folder"):
+        return (f'the runs shipped in <a href="{_esc(results["runs_folder"])}/">{_esc(results["runs_folder"])}/</a> '
+                "(<code>replaybench leaderboard import-runs</code> loads them into your MLflow store)")
+    return f'MLflow (<code>{_esc(results["mlflow"]["tracking_uri"])}</code>)'
+
+
+def _rules_link(results: dict) -> str:
+    """The scoring rules: beside a published board; from a local one, the checkout's copy."""
+    return '<a href="README.md">README.md</a>' if results.get("runs_folder") else "<code>leaderboard/README.md</code>"
 
 
 def _document(page_title: str, parts: list[str], highlighting: bool) -> str:

@@ -244,7 +244,8 @@ def render_markdown(results: dict) -> str:
     out = [f"# {title(results)}", "",
            f"Generated {results['generated']} from MLflow (code {results['code_version']}) by "
            "`replaybench leaderboard build`; every number is in `results.json` with the MLflow run ids it comes "
-           "from. Rules: [README.md](README.md).", "",
+           "from. Rules: " + ("[README.md](README.md)" if results.get("runs_folder") else "`leaderboard/README.md`")
+           + ".", "",
            "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
     notes = store_notes(results)

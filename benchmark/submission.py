@@ -133,14 +133,14 @@ class Submission:
 
     def workload_for(self, workload_name: str, budget: float | None = None, overrides: dict | None = None) -> Workload:
         """The workload with the entry's (W, T) and loss; `overrides` (e.g. --set) may change anything else,
-        and the loss."""
+        and the loss. Its (W, T) is checked against the workload's devices."""
         overrides = {"grpo.loss": self.loss, **{f"grpo.{k}": v for k, v in self.grpo.items()}, **(overrides or {}),
                      "pipeline.workers": self.workers, "pipeline.trainers": self.trainers}
         if self.sync_every is not None:
             overrides["pipeline.sync_every"] = self.sync_every
         if budget is not None:
             overrides["budget"] = budget
-        return load_workload(workload_name, overrides)
+        return load_workload(workload_name, overrides, split="workers + trainers (the entry's own fields)")
 
 
 def load_submission(folder: str | Path) -> Submission:

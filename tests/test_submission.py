@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.cli.runs import dry_run_error, submission_specs
+from benchmark.errors import UserError
 from benchmark.submission import SubmissionError, load_baselines, load_submission
 
 REPO = Path(__file__).resolve().parent.parent
@@ -151,6 +152,21 @@ def test_validate_checks_hyperparameter_names_before_any_dry_run(tmp_path, isola
     said = " ".join(result.stderr.split())
     assert said.endswith("strategy.py does not take fresh_frac; its parameters are: buffer_size, max_uses")
     assert "dry run" not in said
+
+
+def example_copy(tmp_path, edit):
+    entry = tmp_path / "entry"
+    shutil.copytree(EXAMPLE, entry)
+    (entry / "submission.yaml").write_text(edit((entry / "submission.yaml").read_text()))
+    return entry
+
+
+def test_a_split_that_misses_the_devices_names_the_entrys_fields(tmp_path):
+    sub = load_submission(example_copy(tmp_path, lambda t: t.replace("workers: 5", "workers: 4")))
+    with pytest.raises(UserError) as error:
+        sub.workload_for("arith-tiny")
+    assert "workers + trainers (the entry's own fields) must equal pipeline.devices (8); got 4 + 3" in str(error.value)
+    assert "pipeline.workers" not in str(error.value)
 
 
 def test_a_dry_runs_multi_line_message_is_kept_whole():

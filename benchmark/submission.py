@@ -133,14 +133,29 @@ class Submission:
 
     def workload_for(self, workload_name: str, budget: float | None = None, overrides: dict | None = None) -> Workload:
         """The workload with the entry's (W, T) and loss; `overrides` (e.g. --set) may change anything else,
-        and the loss. Its (W, T) is checked against the workload's devices."""
+        and the loss. An entry that cannot run on it (its (W, T), its buffer size) is refused before any run."""
         overrides = {"grpo.loss": self.loss, **{f"grpo.{k}": v for k, v in self.grpo.items()}, **(overrides or {}),
                      "pipeline.workers": self.workers, "pipeline.trainers": self.trainers}
         if self.sync_every is not None:
             overrides["pipeline.sync_every"] = self.sync_every
         if budget is not None:
             overrides["budget"] = budget
-        return load_workload(workload_name, overrides, split="workers + trainers (the entry's own fields)")
+        workload = load_workload(workload_name, overrides, split="workers + trainers (the entry's own fields)")
+        self._check_buffer_holds_a_batch(workload)
+        return workload
+
+    def _check_buffer_holds_a_batch(self, workload: Workload) -> None:
+        """A buffer smaller than one batch never hands one over: the run would spend its whole budget waiting
+        and fail at the end (runner._finish), so say it now."""
+        batch, group = workload.grpo.batch_size, workload.grpo.group_size
+        if self.buffer_size is None or self.buffer_size >= batch:
+            return
+        prompts = f": {batch // group} prompts x group_size {group}" if batch % group == 0 else ""
+        default = workload.strategy_defaults.get("buffer_size")
+        raise SubmissionError(
+            f"entry {self.name}: buffer_size {self.buffer_size} is smaller than one batch of {workload.name}, "
+            f"{batch} rollouts a trainer step (grpo.batch_size{prompts}), so the buffer never holds a batch: set "
+            f"buffer_size to at least {batch}" + (f" (the workload's default is {default})" if default else ""))
 
 
 def load_submission(folder: str | Path) -> Submission:

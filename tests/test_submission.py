@@ -161,6 +161,19 @@ def example_copy(tmp_path, edit):
     return entry
 
 
+def test_validate_refuses_a_buffer_smaller_than_a_batch_before_the_dry_run(tmp_path, isolated_runs, capsys):
+    from benchmark.cli import main
+
+    entry = example_copy(tmp_path, lambda t: t.replace("buffer_size: 256", "buffer_size: 32"))
+    assert main(["validate", str(entry)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert ("buffer_size 32 is smaller than one batch of arith-tiny, 64 rollouts a trainer step (grpo.batch_size: "
+            "8 prompts x group_size 8), so the buffer never holds a batch: set buffer_size to at least 64") in err
+    assert "dry run" not in err
+    sub = load_submission(example_copy(tmp_path / "b", lambda t: t.replace("buffer_size: 256", "buffer_size: 64")))
+    assert sub.workload_for("arith-tiny").grpo.batch_size == 64  # one batch exactly is enough
+
+
 def test_a_split_that_misses_the_devices_names_the_entrys_fields(tmp_path):
     sub = load_submission(example_copy(tmp_path, lambda t: t.replace("workers: 5", "workers: 4")))
     with pytest.raises(UserError) as error:

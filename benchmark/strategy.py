@@ -254,13 +254,15 @@ def declared_param_kinds(path: str | Path) -> dict[str, str]:
     return kinds
 
 
-def check_params(path: str | Path, params: dict, accepted: list[str] | None) -> None:
+def check_params(path: str | Path, params: dict, accepted: list[str] | None, place=None) -> None:
     """A hyperparameter the strategy does not take, or of another kind than its source states, is the
-    user's error: one message naming what it takes."""
+    user's error: one message naming what it takes. `place(name)`: where that parameter is set, named beside
+    it (a submission sets buffer_size and the others in different fields)."""
     unknown = sorted(set(params) - set(accepted)) if accepted is not None else []
     if unknown:
+        named = [f"{name} ({place(name)})" if place else name for name in accepted]
         raise StrategyError(f"{Path(path).name} does not take {', '.join(unknown)}; its parameters are: "
-                            f"{', '.join(accepted) or 'none'}")
+                            f"{', '.join(named) or 'none'}")
     kinds = declared_param_kinds(path)
     wrong = [f"{name} must be {KINDS[kinds[name]][0]}, not {value!r}" for name, value in params.items()
              if name in kinds and not KINDS[kinds[name]][1](value)]

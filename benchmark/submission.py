@@ -34,6 +34,7 @@ from pydantic import (
 from benchmark import schema
 from benchmark.errors import UserError
 from benchmark.paths import BASELINES_DIR
+from benchmark.strategy import check_params, declared_params
 from benchmark.workload import LOSSES, Number, Workload, load_workload
 
 TRACKS = ("buffer", "open")
@@ -156,6 +157,16 @@ class Submission:
             f"entry {self.name}: buffer_size {self.buffer_size} is smaller than one batch of {workload.name}, "
             f"{batch} rollouts a trainer step (grpo.batch_size{prompts}), so the buffer never holds a batch: set "
             f"buffer_size to at least {batch}" + (f" (the workload's default is {default})" if default else ""))
+
+    @staticmethod
+    def param_place(name: str) -> str:
+        """Where an entry sets a strategy hyperparameter."""
+        return "the top-level field buffer_size" if name == "buffer_size" else "under hyperparameters"
+
+    def check_strategy_params(self) -> None:
+        """The hyperparameters' names and kinds against the constructor, read from the file (not run); the
+        hint says where the entry sets each one."""
+        check_params(self.strategy, self.strategy_params(), declared_params(self.strategy), self.param_place)
 
 
 def load_submission(folder: str | Path) -> Submission:

@@ -150,7 +150,9 @@ def test_validate_checks_hyperparameter_names_before_any_dry_run(tmp_path, isola
                             capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "80"})
     assert result.returncode == 2, result.stderr
     said = " ".join(result.stderr.split())
-    assert said.endswith("strategy.py does not take fresh_frac; its parameters are: buffer_size, max_uses")
+    # where each one goes: buffer_size has a field of its own, under hyperparameters it is refused
+    assert said.endswith("strategy.py does not take fresh_frac; its parameters are: buffer_size (the top-level "
+                         "field buffer_size), max_uses (under hyperparameters)")
     assert "dry run" not in said
 
 

@@ -188,6 +188,7 @@ def submission_specs(sub, workload_name: str, seeds: list[int] | None = None, bu
     from benchmark.runner import RunSpec
 
     workload = sub.workload_for(workload_name, budget)
+    sub.check_strategy_params()  # before RunSpec's own check: this one's hint names the entry's fields
     return [RunSpec(workload, sub.strategy, sub.strategy_params(), seed, isolated=True)
             for seed in (seeds if seeds is not None else workload.seeds)]
 

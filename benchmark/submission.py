@@ -34,7 +34,7 @@ from pydantic import (
 from benchmark import schema
 from benchmark.errors import UserError
 from benchmark.paths import BASELINES_DIR
-from benchmark.strategy import check_params, declared_params
+from benchmark.strategy import check_params, declared_defaults, declared_params
 from benchmark.workload import LOSSES, Number, Workload, load_workload
 
 TRACKS = ("buffer", "open")
@@ -66,7 +66,8 @@ class EntryFields(BaseModel):
     track: Literal[TRACKS]
     workers: PositiveInt
     trainers: PositiveInt
-    # left out: the strategy's default (a `null` is refused as it was: no size is not a size)
+    # left out: the workload's strategy_defaults buffer_size, where the constructor takes one, else the
+    # constructor's default (`Submission.buffer_size_in_words`); a `null` is refused: no size is not a size
     buffer_size: PositiveInt = None
     hyperparameters: dict = {}
     loss: Literal[LOSSES] = "grpo"
@@ -167,6 +168,25 @@ class Submission:
         """The hyperparameters' names and kinds against the constructor, read from the file (not run); the
         hint says where the entry sets each one."""
         check_params(self.strategy, self.strategy_params(), declared_params(self.strategy), self.param_place)
+
+    def buffer_size_in_words(self, workload: Workload) -> str:
+        """The buffer size the entry's runs on `workload` use, and where it comes from when the entry leaves it
+        out: the workload's strategy_defaults fill in what the constructor takes (ledger.open_strategy)."""
+        if self.buffer_size is not None:
+            return f"buffer_size {self.buffer_size}"
+        accepted = declared_params(self.strategy)
+        if accepted is not None and "buffer_size" not in accepted:
+            return "buffer_size: not set, and the strategy takes none"
+        constructor = declared_defaults(self.strategy).get("buffer_size")
+        theirs = "" if constructor is None else f" {constructor}"
+        if "buffer_size" not in workload.strategy_defaults:
+            return f"buffer_size: not set, the constructor's default{theirs} applies"
+        default = workload.strategy_defaults["buffer_size"]
+        if accepted is None:  # **kwargs or an inherited __init__: only the class, once run, says what it takes
+            return (f"buffer_size: not set, {workload.name}'s default {default} (its strategy_defaults) applies if "
+                    "the constructor names buffer_size")
+        instead = f", not the constructor's{theirs}" if constructor != default else ""
+        return f"buffer_size: not set, {workload.name}'s default {default} (its strategy_defaults) applies{instead}"
 
 
 def load_submission(folder: str | Path) -> Submission:

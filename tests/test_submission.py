@@ -163,6 +163,22 @@ def example_copy(tmp_path, edit):
     return entry
 
 
+def test_a_left_out_buffer_size_is_the_workloads_default_and_validate_says_so(tmp_path):
+    from benchmark.strategy import build_strategy
+    from benchmark.workload import load_workload
+
+    sub = load_submission(example_copy(tmp_path, lambda t: t.replace("buffer_size: 256\n", "")))
+    workload = sub.workload_for("arith-tiny")
+    # what the run builds (ledger.open_strategy): the workload's strategy_defaults fill in what the entry omits
+    assert build_strategy(sub.strategy, sub.strategy_params(), workload.strategy_defaults).buffer_size == 90
+    assert sub.buffer_size_in_words(workload) == ("buffer_size: not set, arith-tiny's default 90 (its "
+                                                  "strategy_defaults) applies, not the constructor's 256")
+    bare = load_workload("arith-tiny", {"strategy_defaults": {}})
+    assert sub.buffer_size_in_words(bare) == "buffer_size: not set, the constructor's default 256 applies"
+    (sub.strategy).write_text(sub.strategy.read_text().replace("buffer_size: int = 256, ", ""))
+    assert sub.buffer_size_in_words(workload) == "buffer_size: not set, and the strategy takes none"
+
+
 def test_validate_refuses_a_buffer_smaller_than_a_batch_before_the_dry_run(tmp_path, isolated_runs, capsys):
     from benchmark.cli import main
 

@@ -20,8 +20,8 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev,distributed]"
 	touch $@
 
-# The main job: the reference baselines on the CPU tier (4 seeds each, 4-8 minutes per run, one run per CPU core
-# at a time; JOBS=N to change that), then the local board rebuilt from MLflow (runs/leaderboard/results.json,
+# The main job: the reference baselines on the CPU tier (4 seeds each, 4-8 minutes per run, on one CPU core,
+# one run per core at a time; JOBS=N to change that), then the local board rebuilt from MLflow (runs/leaderboard/results.json,
 # LEADERBOARD.md, index.html; the published board, leaderboard/, is left as it is).
 baselines: setup
 	$(BIN)/replaybench baselines $(if $(JOBS),--jobs $(JOBS))

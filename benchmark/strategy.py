@@ -231,6 +231,30 @@ KINDS = {"int": ("a whole number", lambda v: isinstance(v, int) and not isinstan
          "str": ("a string", lambda v: isinstance(v, str))}
 
 
+def _default_nodes(init: ast.FunctionDef) -> dict[str, ast.expr]:
+    """Each parameter's default as the source writes it, by name; parameters without one are left out."""
+    args = init.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
+    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    return defaults
+
+
+def declared_defaults(path: str | Path) -> dict:
+    """The hyperparameters' defaults that the source writes as literals (`buffer_size: int = 256`), read without
+    running the file; others (no default, an expression) are left out."""
+    init = _declared_init(path)
+    if not isinstance(init, ast.FunctionDef):
+        return {}
+    literals = {}
+    for name, node in _default_nodes(init).items():
+        try:
+            literals[name] = ast.literal_eval(node)
+        except (ValueError, TypeError, RecursionError):  # not a literal: the source does not say a value
+            continue
+    return literals
+
+
 def declared_param_kinds(path: str | Path) -> dict[str, str]:
     """Each hyperparameter's kind (int, float, bool, str) as the source states it: its annotation, or else
     the type of its literal default; parameters of no such kind are left out."""
@@ -238,11 +262,9 @@ def declared_param_kinds(path: str | Path) -> dict[str, str]:
     if not isinstance(init, ast.FunctionDef):
         return {}
     args = init.args
-    positional = [*args.posonlyargs, *args.args]
-    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
-    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    defaults = _default_nodes(init)
     kinds = {}
-    for arg in [*positional, *args.kwonlyargs][1:]:
+    for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs][1:]:
         if arg.annotation is not None:
             kind = ast.unparse(arg.annotation)
         elif isinstance(defaults.get(arg.arg), ast.Constant) and defaults[arg.arg].value is not None:
@@ -254,13 +276,15 @@ def declared_param_kinds(path: str | Path) -> dict[str, str]:
     return kinds
 
 
-def check_params(path: str | Path, params: dict, accepted: list[str] | None) -> None:
+def check_params(path: str | Path, params: dict, accepted: list[str] | None, place=None) -> None:
     """A hyperparameter the strategy does not take, or of another kind than its source states, is the
-    user's error: one message naming what it takes."""
+    user's error: one message naming what it takes. `place(name)`: where that parameter is set, named beside
+    it (a submission sets buffer_size and the others in different fields)."""
     unknown = sorted(set(params) - set(accepted)) if accepted is not None else []
     if unknown:
+        named = [f"{name} ({place(name)})" if place else name for name in accepted]
         raise StrategyError(f"{Path(path).name} does not take {', '.join(unknown)}; its parameters are: "
-                            f"{', '.join(accepted) or 'none'}")
+                            f"{', '.join(named) or 'none'}")
     kinds = declared_param_kinds(path)
     wrong = [f"{name} must be {KINDS[kinds[name]][0]}, not {value!r}" for name, value in params.items()
              if name in kinds and not KINDS[kinds[name]][1](value)]

@@ -34,6 +34,7 @@ from pydantic import (
 from benchmark import schema
 from benchmark.errors import UserError
 from benchmark.paths import BASELINES_DIR
+from benchmark.strategy import check_params, declared_defaults, declared_params
 from benchmark.workload import LOSSES, Number, Workload, load_workload
 
 TRACKS = ("buffer", "open")
@@ -65,7 +66,8 @@ class EntryFields(BaseModel):
     track: Literal[TRACKS]
     workers: PositiveInt
     trainers: PositiveInt
-    # left out: the strategy's default (a `null` is refused as it was: no size is not a size)
+    # left out: the workload's strategy_defaults buffer_size, where the constructor takes one, else the
+    # constructor's default (`Submission.buffer_size_in_words`); a `null` is refused: no size is not a size
     buffer_size: PositiveInt = None
     hyperparameters: dict = {}
     loss: Literal[LOSSES] = "grpo"
@@ -133,14 +135,58 @@ class Submission:
 
     def workload_for(self, workload_name: str, budget: float | None = None, overrides: dict | None = None) -> Workload:
         """The workload with the entry's (W, T) and loss; `overrides` (e.g. --set) may change anything else,
-        and the loss."""
+        and the loss. An entry that cannot run on it (its (W, T), its buffer size) is refused before any run."""
         overrides = {"grpo.loss": self.loss, **{f"grpo.{k}": v for k, v in self.grpo.items()}, **(overrides or {}),
                      "pipeline.workers": self.workers, "pipeline.trainers": self.trainers}
         if self.sync_every is not None:
             overrides["pipeline.sync_every"] = self.sync_every
         if budget is not None:
             overrides["budget"] = budget
-        return load_workload(workload_name, overrides)
+        workload = load_workload(workload_name, overrides, split="workers + trainers (the entry's own fields)")
+        self._check_buffer_holds_a_batch(workload)
+        return workload
+
+    def _check_buffer_holds_a_batch(self, workload: Workload) -> None:
+        """A buffer smaller than one batch never hands one over: the run would spend its whole budget waiting
+        and fail at the end (runner._finish), so say it now."""
+        batch, group = workload.grpo.batch_size, workload.grpo.group_size
+        if self.buffer_size is None or self.buffer_size >= batch:
+            return
+        prompts = f": {batch // group} prompts x group_size {group}" if batch % group == 0 else ""
+        default = workload.strategy_defaults.get("buffer_size")
+        raise SubmissionError(
+            f"entry {self.name}: buffer_size {self.buffer_size} is smaller than one batch of {workload.name}, "
+            f"{batch} rollouts a trainer step (grpo.batch_size{prompts}), so the buffer never holds a batch: set "
+            f"buffer_size to at least {batch}" + (f" (the workload's default is {default})" if default else ""))
+
+    @staticmethod
+    def param_place(name: str) -> str:
+        """Where an entry sets a strategy hyperparameter."""
+        return "the top-level field buffer_size" if name == "buffer_size" else "under hyperparameters"
+
+    def check_strategy_params(self) -> None:
+        """The hyperparameters' names and kinds against the constructor, read from the file (not run); the
+        hint says where the entry sets each one."""
+        check_params(self.strategy, self.strategy_params(), declared_params(self.strategy), self.param_place)
+
+    def buffer_size_in_words(self, workload: Workload) -> str:
+        """The buffer size the entry's runs on `workload` use, and where it comes from when the entry leaves it
+        out: the workload's strategy_defaults fill in what the constructor takes (ledger.open_strategy)."""
+        if self.buffer_size is not None:
+            return f"buffer_size {self.buffer_size}"
+        accepted = declared_params(self.strategy)
+        if accepted is not None and "buffer_size" not in accepted:
+            return "buffer_size: not set, and the strategy takes none"
+        constructor = declared_defaults(self.strategy).get("buffer_size")
+        theirs = "" if constructor is None else f" {constructor}"
+        if "buffer_size" not in workload.strategy_defaults:
+            return f"buffer_size: not set, the constructor's default{theirs} applies"
+        default = workload.strategy_defaults["buffer_size"]
+        if accepted is None:  # **kwargs or an inherited __init__: only the class, once run, says what it takes
+            return (f"buffer_size: not set, {workload.name}'s default {default} (its strategy_defaults) applies if "
+                    "the constructor names buffer_size")
+        instead = f", not the constructor's{theirs}" if constructor != default else ""
+        return f"buffer_size: not set, {workload.name}'s default {default} (its strategy_defaults) applies{instead}"
 
 
 def load_submission(folder: str | Path) -> Submission:

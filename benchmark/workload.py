@@ -144,15 +144,15 @@ class Workload(Section):
     def to_dict(self) -> dict:
         return self.model_dump()
 
-    def check_rules(self) -> None:
-        """The rules across fields and the ranges; each field's type is the schema's, checked on loading."""
+    def check_rules(self, split: str = "pipeline.workers + pipeline.trainers") -> None:
+        """The rules across fields and the ranges; each field's type is the schema's, checked on loading.
+        `split`: what set (W, T), as the message names it (an entry sets them in its own fields)."""
         p, g = self.pipeline, self.grpo
         problems = []
         if p.workers < 1 or p.trainers < 1:
             problems.append("pipeline.workers and pipeline.trainers must be at least 1")
         if p.workers + p.trainers != p.devices:
-            problems.append(f"pipeline.workers + pipeline.trainers must equal pipeline.devices ({p.devices}); "
-                            f"got {p.workers} + {p.trainers}")
+            problems.append(f"{split} must equal pipeline.devices ({p.devices}); got {p.workers} + {p.trainers}")
         if g.batch_size < 1 or g.group_size < 1:
             problems.append("grpo.batch_size and grpo.group_size must be positive")
         if self.eval.every <= 0 or self.budget <= 0:
@@ -256,7 +256,10 @@ def split_overrides(pairs: list[str]) -> tuple[dict, dict]:
     return workload, strategy
 
 
-def load_workload(name_or_path: str, overrides: dict | None = None) -> Workload:
+def load_workload(name_or_path: str, overrides: dict | None = None,
+                  split: str = "pipeline.workers + pipeline.trainers") -> Workload:
+    """The workload with `overrides` (dotted keys) applied, checked; `split` names what set (W, T) in the
+    message that they do not add up to the devices."""
     path = workload_path(name_or_path)
     data = yaml.safe_load(path.read_text()) or {}
     for dotted, value in (overrides or {}).items():
@@ -269,5 +272,5 @@ def load_workload(name_or_path: str, overrides: dict | None = None) -> Workload:
         workload = Workload.model_validate(data)
     except ValidationError as exc:
         raise WorkloadError("; ".join(schema.problems(exc, Workload, data, path.stem))) from None
-    workload.check_rules()
+    workload.check_rules(split)
     return workload

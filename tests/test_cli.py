@@ -252,6 +252,9 @@ def test_workloads_never_folds_a_name_in_a_narrow_terminal():
     assert max(map(len, lines)) <= 80
     for name in ("arith-tiny", "llama3.2-3b-openr1", "qwen3-0.6b-openr1", "qwen3-8b-minif2f"):
         assert any(f"│ {name} " in line for line in lines), name
+    # the descriptions below the table, a line each, not a word a line in a narrow column
+    assert "arith-tiny: Integer addition learned by a tiny char-level model" in lines
+    assert "│ Qwen/Qwen2.5-7B " in " ".join(lines)  # a hub id whole where it fits
 
 
 def test_version():

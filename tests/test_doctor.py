@@ -28,7 +28,7 @@ def test_doctor_on_a_lean_less_machine(no_lean, capsys):
     out = capsys.readouterr().out
     rows = lines_by_component(out)
     assert list(rows) == ["python/torch", "transformers", "math-verify", "lm-eval", "mlflow", "checkpoint",
-                          "sandbox", "lean", "vllm", "ray", "gpu"]
+                          "sandbox", "browser", "lean", "vllm", "ray", "gpu"]
     for name in ("python/torch", "transformers", "math-verify", "lm-eval", "mlflow", "checkpoint"):
         assert rows[name].startswith("ok ")
     assert rows["lean"].startswith("optional ") and "REPLAYBENCH_LEAN_PROJECT not set" in rows["lean"]
@@ -98,6 +98,25 @@ def test_a_check_that_raises_is_a_line_not_a_traceback(no_lean, monkeypatch, cap
     assert doctor.run_doctor() == 1
     row = lines_by_component(capsys.readouterr().out)["broken"]
     assert row.startswith("MISSING ") and "ImportError: no module named torch" in row
+
+
+def test_doctor_names_the_browser_of_the_page_tests_and_its_install(tmp_path, monkeypatch, capsys):
+    """Chromium and chromedriver, found on PATH as tests/test_leaderboard_page.py finds them: an optional line
+    with the Debian packages to install, never a failed CPU tier."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    assert doctor.run_doctor() == 0
+    row = lines_by_component(capsys.readouterr().out)["browser"]
+    assert row.startswith("optional ") and "no chromium, chromedriver" in row
+    assert row.endswith("fix: apt-get install -y chromium chromium-driver")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool, says in (("chromium", "Chromium 150.0.1 built on Debian"),
+                       ("chromedriver", "ChromeDriver 150.0.1 (abc)")):
+        (bin_dir / tool).write_text(f"#!/bin/sh\necho '{says}'\n")
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin:/bin")
+    finding = doctor.check_browser()
+    assert finding.ok and finding.detail.startswith("Chromium 150.0.1, ChromeDriver 150.0.1, selenium ")
 
 
 def test_mlflow_store_is_read_without_being_created(tmp_path, monkeypatch):

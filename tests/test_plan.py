@@ -21,6 +21,18 @@ def test_plan_prints_the_papers_gamma_and_replay_ratio(capsys):
     assert set(rows) == {f"{w},{8 - w}" for w in range(1, 8)}
 
 
+def test_plan_reads_at_80_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["plan", "--workload", "qwen2.5-7b-openr1", "--tokens-per-rollout", "1000"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 80
+    # the heading whole on its first line (as the table's title it wrapped to the table's width)
+    assert lines[0] == "qwen2.5-7b-openr1: mu = 5.28, W + T = 8, B = 60, N = 84, budget 150,000,000"
+    header = next(line for line in lines if line.startswith("┃"))
+    assert [c.strip() for c in header.split("┃")[1:-1]] == ["W,T", "gamma", "replay", "in buffer", "updates",
+                                                            "on-policy"]
+
+
 def shipped_summaries():
     for path in sorted((REPO / "leaderboard" / "runs").glob("*/summary.json")):
         yield json.loads(path.read_text())

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.cli.runs import dry_run_error, submission_specs
+from benchmark.errors import UserError
 from benchmark.submission import SubmissionError, load_baselines, load_submission
 
 REPO = Path(__file__).resolve().parent.parent
@@ -149,8 +150,54 @@ def test_validate_checks_hyperparameter_names_before_any_dry_run(tmp_path, isola
                             capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "80"})
     assert result.returncode == 2, result.stderr
     said = " ".join(result.stderr.split())
-    assert said.endswith("strategy.py does not take fresh_frac; its parameters are: buffer_size, max_uses")
+    # where each one goes: buffer_size has a field of its own, under hyperparameters it is refused
+    assert said.endswith("strategy.py does not take fresh_frac; its parameters are: buffer_size (the top-level "
+                         "field buffer_size), max_uses (under hyperparameters)")
     assert "dry run" not in said
+
+
+def example_copy(tmp_path, edit):
+    entry = tmp_path / "entry"
+    shutil.copytree(EXAMPLE, entry)
+    (entry / "submission.yaml").write_text(edit((entry / "submission.yaml").read_text()))
+    return entry
+
+
+def test_a_left_out_buffer_size_is_the_workloads_default_and_validate_says_so(tmp_path):
+    from benchmark.strategy import build_strategy
+    from benchmark.workload import load_workload
+
+    sub = load_submission(example_copy(tmp_path, lambda t: t.replace("buffer_size: 256\n", "")))
+    workload = sub.workload_for("arith-tiny")
+    # what the run builds (ledger.open_strategy): the workload's strategy_defaults fill in what the entry omits
+    assert build_strategy(sub.strategy, sub.strategy_params(), workload.strategy_defaults).buffer_size == 90
+    assert sub.buffer_size_in_words(workload) == ("buffer_size: not set, arith-tiny's default 90 (its "
+                                                  "strategy_defaults) applies, not the constructor's 256")
+    bare = load_workload("arith-tiny", {"strategy_defaults": {}})
+    assert sub.buffer_size_in_words(bare) == "buffer_size: not set, the constructor's default 256 applies"
+    (sub.strategy).write_text(sub.strategy.read_text().replace("buffer_size: int = 256, ", ""))
+    assert sub.buffer_size_in_words(workload) == "buffer_size: not set, and the strategy takes none"
+
+
+def test_validate_refuses_a_buffer_smaller_than_a_batch_before_the_dry_run(tmp_path, isolated_runs, capsys):
+    from benchmark.cli import main
+
+    entry = example_copy(tmp_path, lambda t: t.replace("buffer_size: 256", "buffer_size: 32"))
+    assert main(["validate", str(entry)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert ("buffer_size 32 is smaller than one batch of arith-tiny, 64 rollouts a trainer step (grpo.batch_size: "
+            "8 prompts x group_size 8), so the buffer never holds a batch: set buffer_size to at least 64") in err
+    assert "dry run" not in err
+    sub = load_submission(example_copy(tmp_path / "b", lambda t: t.replace("buffer_size: 256", "buffer_size: 64")))
+    assert sub.workload_for("arith-tiny").grpo.batch_size == 64  # one batch exactly is enough
+
+
+def test_a_split_that_misses_the_devices_names_the_entrys_fields(tmp_path):
+    sub = load_submission(example_copy(tmp_path, lambda t: t.replace("workers: 5", "workers: 4")))
+    with pytest.raises(UserError) as error:
+        sub.workload_for("arith-tiny")
+    assert "workers + trainers (the entry's own fields) must equal pipeline.devices (8); got 4 + 3" in str(error.value)
+    assert "pipeline.workers" not in str(error.value)
 
 
 def test_a_dry_runs_multi_line_message_is_kept_whole():

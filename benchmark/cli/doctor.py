@@ -1,9 +1,9 @@
 """`replaybench doctor`: what this machine has, one line per component, and how to fix what is missing.
 
 Required for the CPU tier: Python with torch, transformers, math-verify, lm-eval, a reachable MLflow store
-and the tiny start checkpoint. Optional: the strategy's box (bubblewrap: validate, submit, --isolate), Lean +
-Mathlib (miniF2F), vLLM, Ray, a GPU. The exit
-status is 0 when every required component is ok, whatever the optional ones say.
+and the tiny start checkpoint. Optional: the strategy's box (bubblewrap: validate, submit, --isolate), headless
+Chromium + chromedriver (the leaderboard page's browser tests), Lean + Mathlib (miniF2F), vLLM, Ray, a GPU. The
+exit status is 0 when every required component is ok, whatever the optional ones say.
 """
 
 from __future__ import annotations
@@ -209,9 +209,34 @@ def check_sandbox() -> Finding:
                    optional=True)
 
 
+BROWSER_INSTALL = "apt-get install -y chromium chromium-driver"
+
+
+def check_browser() -> Finding:
+    """The leaderboard page's browser tests (tests/test_leaderboard_page.py) drive headless Chromium through
+    chromedriver and selenium, found as those tests find them; without them the tests skip (CI fails them)."""
+    import shutil
+
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    selenium = _version("selenium")
+    missing = [name for name, found in (("chromium", chromium), ("chromedriver", driver), ("selenium", selenium))
+               if not found]
+    if missing:
+        fixes = ([BROWSER_INSTALL] if chromium is None or driver is None else []) + (
+            ["pip install -e '.[dev]' (selenium)"] if selenium is None else [])
+        return Finding("browser", False, f"no {', '.join(missing)}: the leaderboard page's browser tests skip",
+                       "; ".join(fixes), optional=True)
+    # the first words of each: "Chromium 150.0.7871.100", "ChromeDriver 150.0.7871.100"
+    versions = [_run_version([chromium, "--version"]).split(" built on")[0] or "chromium (no version)",
+                _run_version([driver, "--version"]).split(" (")[0] or "chromedriver (no version)"]
+    return Finding("browser", True, f"{', '.join(versions)}, selenium {selenium} (for the leaderboard page's "
+                   "browser tests)", optional=True)
+
+
 REQUIRED = [check_torch, check_transformers, check_math_verify, check_lm_eval, check_mlflow, check_checkpoint]
 OPTIONAL = [
     check_sandbox,
+    check_browser,
     check_lean,
     lambda: _optional_package("vllm", "vllm", "vllm", "gpu"),
     lambda: _optional_package("ray", "ray", "ray", "distributed"),
@@ -235,7 +260,8 @@ def diagnose() -> list[Finding]:
 
 def add_parsers(subparsers) -> None:
     p = subparsers.add_parser("doctor",
-                              help="check what this machine has: Python stack, MLflow, Lean, GPU (one line each)")
+                              help="check what this machine has: Python stack, MLflow, sandbox, browser, Lean, GPU "
+                                   "(one line each)")
     p.set_defaults(func=cmd_doctor)
 
 

@@ -52,7 +52,9 @@ def cmd_plan(args) -> int:
             tokens, source = measured[0], f"the median of {measured[1]} finished run(s) in this store"
     p, b = w.pipeline, w.grpo.batch_size
     out = Console()  # the plan is the command's output: stdout
-    table = Table(title=f"{w.name}: mu = {p.mu:g}, W + T = {p.devices}, B = {b}, N = {n}, budget {w.budget:,.0f}")
+    # a heading line, not the table's title: rich wraps a title to the table's width, narrower than the terminal
+    out.print(f"{w.name}: mu = {p.mu:g}, W + T = {p.devices}, B = {b}, N = {n}, budget {w.budget:,.0f}")
+    table = Table()
     for col in ("W,T", "gamma", "replay", "in buffer", "updates", "on-policy"):
         table.add_column(col, justify="right", no_wrap=True)
     for workers in range(p.devices - 1, 0, -1):

@@ -200,6 +200,7 @@ def submission_specs(sub, workload_name: str, seeds: list[int] | None = None, bu
     from benchmark.runner import RunSpec
 
     workload = sub.workload_for(workload_name, budget)
+    sub.check_strategy_params()  # before RunSpec's own check: this one's hint names the entry's fields
     return [RunSpec(workload, sub.strategy, sub.strategy_params(), seed, isolated=True)
             for seed in (seeds if seeds is not None else workload.seeds)]
 
@@ -285,7 +286,8 @@ def cmd_validate(args) -> int:
     workload = sub.workload_for(args.workload)
     submission_specs(sub, args.workload, seeds=[0])  # the hyperparameters' names against the constructor, read not run
     console.print(f"[green]ok[/] {sub.folder / 'submission.yaml'}: {sub.name}, track {sub.track}, "
-                  f"(W,T) = ({sub.workers},{sub.trainers}), params {sub.strategy_params()}")
+                  f"(W,T) = ({sub.workers},{sub.trainers}), hyperparameters {escape(str(sub.hyperparameters))}, "
+                  f"{escape(sub.buffer_size_in_words(workload))}", soft_wrap=True)
     with tempfile.TemporaryDirectory(prefix="replaybench-validate-") as tmp:
         # COLUMNS: the child's rich console must not wrap its error message at 80 columns
         env = {**os.environ, "REPLAYBENCH_RUNS_DIR": tmp, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db",

@@ -61,20 +61,25 @@ def cmd_workloads(args) -> int:
     table = Table(title="workloads")
     for col in ("name", "task", "W+T", "budget"):  # name: the column users copy, never folded
         table.add_column(col, no_wrap=True)
-    table.add_column("model", overflow="fold", max_width=24)
-    table.add_column("description", ratio=1)
+    table.add_column("model", overflow="fold")  # a hub id folds at any character, not word by word
+    # below the table, one line each: in a column beside the others a sentence wraps a word a line at 80 columns
+    descriptions = []
     failures = 0
     for name in list_workloads():
         try:
             w = load_workload(name)
         except WorkloadError as exc:
             failures += 1
-            table.add_row(name, "-", "-", "-", "-", f"[red]invalid: {escape(str(exc))}[/]")
+            table.add_row(name, "-", "-", "-", "-")
+            descriptions.append(f"[bold]{name}[/]: [red]invalid: {escape(str(exc))}[/]")
             continue
         first_sentence = w.description.split("; ")[0].split(". ")[0].rstrip(".")
-        table.add_row(w.name, w.task, str(w.pipeline.devices), format_compute(w.budget), w.model.source,
-                      first_sentence)
-    Console().print(table)
+        table.add_row(w.name, w.task, str(w.pipeline.devices), format_compute(w.budget), w.model.source)
+        descriptions.append(f"[bold]{w.name}[/]: {escape(first_sentence)}")
+    out = Console()
+    out.print(table)
+    for line in descriptions:
+        out.print(line)
     return 1 if (failures and args.check) else 0
 
 

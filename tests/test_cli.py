@@ -412,6 +412,8 @@ def test_submit_into_a_store_without_the_reference_gives_no_rank_and_names_impor
     assert "against the frozen reference compute-to-target; no comparison yet: run " \
            "`replaybench leaderboard import-runs`, then `replaybench leaderboard`" in said
     assert "band" not in said and "rank" not in said
+    assert "example_entry: its runs, as scored" in said  # a row a seed: its compute to target and speedup
+    assert all(f"arith-tiny │ {seed} │ 1.20M │ 2.200 │ 0.800 │ 1.00 │" in said for seed in range(4))
 
     assert main(["leaderboard"]) == 0
     table = capsys.readouterr().out

@@ -26,7 +26,13 @@ from benchmark.cli.parallel import (
 from benchmark.errors import UserError
 from benchmark.leaderboard import LeaderboardError
 from benchmark.leaderboard.build import score_from_mlflow
-from benchmark.leaderboard.render import lacks_reference, print_leaderboard, verdict_words
+from benchmark.leaderboard.render import (
+    format_compute,
+    format_number,
+    lacks_reference,
+    print_leaderboard,
+    verdict_words,
+)
 from benchmark.strategy import StrategyError
 from benchmark.submission import DEFAULT_TRACK, TRACKS, load_baselines, load_submission
 from benchmark.tracking import TAG
@@ -391,6 +397,20 @@ def cmd_submit(args) -> int:
     return 1 if any(isinstance(outcome, StrategyError) for outcome in outcomes) else 0
 
 
+def print_seeds(entry: dict, run_ids: set[str]) -> None:
+    """Each of these runs as the board scored it: one row a seed."""
+    table = Table(title=f"{entry['label']}: its runs, as scored")
+    for col in ("workload", "seed", "compute to target", "speedup", "best accuracy", "replay ratio", "MLflow run"):
+        table.add_column(col, justify="left" if col in ("workload", "MLflow run") else "right")
+    for w, record in sorted(entry["workloads"].items()):
+        for run_id, r in sorted(record["per_run"].items(), key=lambda item: item[1]["seed"]):
+            if run_id in run_ids:
+                table.add_row(w, str(r["seed"]), format_compute(r["compute_to_target"]), format_number(r["speedup"]),
+                              format_number(r["best_accuracy"]), format_number(r.get("replay_ratio"), "{:.2f}"),
+                              run_id)
+    console.print(table)
+
+
 def print_where_it_landed(name: str, workload: str, run_ids: set[str]) -> None:
     """submit's last line: the entry these runs count for, scored as the local board scores it, in words."""
     board = (f"`replaybench leaderboard --workload {workload} --highlight {name}`, your curve on the page: "
@@ -405,6 +425,7 @@ def print_where_it_landed(name: str, workload: str, run_ids: set[str]) -> None:
     if entry is None:  # every run failed, or another workload still lacks one: the board says why
         console.print(f"{escape(name)} is not ranked yet; {board} says why", soft_wrap=True)
         return
+    print_seeds(entry, run_ids)
     compared = not lacks_reference(results)
     console.print(f"{escape(entry['label'])}: {escape(verdict_words(entry['score'], compared))}"
                   + (f"; band {entry['band']}, rank {entry['rank']}; the board: {board}" if compared else ""),

@@ -95,3 +95,28 @@ def test_ctrl_c_stops_every_run_and_exits_cleanly(tiny_checkpoint, isolated_runs
     # not failed, not left RUNNING: interrupted, and resumable
     assert len(runs) == 2 and {(r.info.status, r.data.tags["replaybench.status"]) for r in runs} == {
         ("KILLED", "interrupted")}
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+def test_jobs_default_to_the_cpus_this_process_may_use():
+    """A process pinned to one CPU (taskset, a scheduler's slot) runs one run at a time, whatever the machine has."""
+    code = ("import os; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}); "
+            "from benchmark.cli.parallel import default_jobs; print(default_jobs())")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == "1"
+
+
+def test_a_cgroup_cpu_quota_caps_the_jobs(tmp_path):
+    from benchmark.cli.parallel import cgroup_cpu_quota
+
+    (tmp_path / "cpu.max").write_text("150000 100000\n")  # a container given 1.5 CPUs
+    assert cgroup_cpu_quota(str(tmp_path)) == 1.5
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert cgroup_cpu_quota(str(tmp_path)) is None
+    (tmp_path / "cpu.max").unlink()
+    (tmp_path / "cpu").mkdir()  # cgroup v1
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("300000\n")
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert cgroup_cpu_quota(str(tmp_path)) == 3.0
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    assert cgroup_cpu_quota(str(tmp_path)) is None

@@ -50,9 +50,12 @@ def _version(package: str) -> str | None:
 def check_torch() -> Finding:
     import torch
 
+    from benchmark.cli.parallel import default_jobs
+
     threads = os.environ.get("REPLAYBENCH_THREADS", "1")
     return Finding("python/torch", True, f"Python {sys.version.split()[0]}, torch {torch.__version__}, "
-                   f"runs use {threads} thread(s) (REPLAYBENCH_THREADS; {os.cpu_count()} CPUs)")
+                   f"runs use {threads} thread(s) (REPLAYBENCH_THREADS) each, {default_jobs()} at once by default "
+                   f"(the CPUs this process may use; the machine has {os.cpu_count()})")
 
 
 def check_transformers() -> Finding:

@@ -18,6 +18,7 @@ import queue
 import signal
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -34,7 +35,27 @@ STOP_SECONDS = 60.0  # after Ctrl-C, how long the runs have to record that they 
 
 
 def default_jobs() -> int:
-    return max(1, os.cpu_count() or 1)
+    """The CPUs this process may use: its affinity, capped by a cgroup CPU quota (a container's), never the
+    machine's count, which would oversubscribe a container or a pinned process."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    quota = cgroup_cpu_quota()
+    return max(1, min(cpus, math.floor(quota)) if quota else cpus)
+
+
+def cgroup_cpu_quota(root: str = "/sys/fs/cgroup") -> float | None:
+    """CPUs' worth of time the cgroup may use (cgroup v2 cpu.max, or v1's cfs quota over period); None when
+    unlimited or unknown."""
+    try:
+        quota, period = Path(root, "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int(Path(root, "cpu", "cpu.cfs_quota_us").read_text())
+        period = int(Path(root, "cpu", "cpu.cfs_period_us").read_text())
+        return None if quota <= 0 or period <= 0 else quota / period
+    except (OSError, ValueError):
+        return None
 
 
 def progress_bar() -> Progress:

@@ -104,7 +104,8 @@ def add_parsers(subparsers) -> None:
 
 def add_jobs_option(p) -> None:
     p.add_argument("--jobs", type=positive_int, metavar="N",
-                   help=f"runs at once, each in a process of its own (default: the CPU cores, {default_jobs()} here; "
+                   help=f"runs at once, each in a process of its own (default: the CPUs this process may use, "
+                        f"{default_jobs()} here; "
                         "1: one after another in this process; with --executor ray, 1)")
 
 

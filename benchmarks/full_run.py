@@ -3,9 +3,11 @@
     python benchmarks/full_run.py [--against OLD_CHECKOUT] [--strategy on_policy] [--budget UNITS] [--rounds 1]
 
 Each contender runs `replaybench run` (seed 0, the baseline's (W, T) from baselines/baselines.yaml) in a
-child process on one thread, into a throw-away MLflow store; the table reports its CPU time (model
-loading and MLflow included) and the ratio to this checkout. Rounds alternate the contenders, so the
-machine's noise falls on both.
+child process on one thread, into a throw-away MLflow store, at its own workload settings (its checkout's
+workload file: budget, evaluation set and cadence), or at --budget for both; the table reports its CPU time
+(model loading and MLflow included), the ratio to this checkout, and where the run's wall time went
+(evaluation, training, generation, other) by the run's own summary.json. Rounds alternate the contenders,
+so the machine's noise falls on both.
 
 The FLOP floor is the run's model arithmetic at this CPU's single-thread matmul peak: 2·P FLOPs per token
 generated (training rollouts and evaluation, prompt included) and 6·P per token trained (forward and
@@ -29,16 +31,26 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def child_cpu_seconds(tree: Path, args: list[str]) -> float:
-    """CPU time of `replaybench run ARGS` run from checkout `tree`, in a store of its own."""
+BREAKDOWN = ("evaluation", "training", "generation", "other")
+
+
+def child_run(tree: Path, args: list[str]) -> tuple[float, dict]:
+    """CPU time of `replaybench run ARGS` run from checkout `tree`, in a store of its own, and the run's own
+    account of where its time went (summary.json's wall_seconds; `other`: startup, MLflow, checkpoints, the
+    strategy, what the executor does between its timed parts)."""
     with tempfile.TemporaryDirectory(prefix="replaybench-full-run-") as tmp:
         env = {**os.environ, "PYTHONPATH": str(tree), "REPLAYBENCH_RUNS_DIR": tmp,
                "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db", "OMP_NUM_THREADS": "1"}
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([sys.executable, "-m", "benchmark.cli", "run", *args], cwd=tree, env=env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "benchmark.cli", "run", *args, "--summary-json", f"{tmp}/summary.json"],
+                       cwd=tree, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        timed = json.loads(Path(tmp, "summary.json").read_text()).get("wall_seconds", {})
+    shares = {k: timed.get(k, 0.0) / wall for k in BREAKDOWN[:-1]}
+    shares["other"] = 1 - sum(shares.values())  # the process's wall time, start to exit, is the whole
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), shares
 
 
 def matmul_peak_flops(size: int = 512, repeats: int = 20) -> float:
@@ -94,6 +106,13 @@ def floor_share(workload, entry, seed: int = 0) -> dict:
             "rows_per_call": pipeline.work.engine_rows / max(pipeline.work.engine_calls, 1)}
 
 
+def own_settings(run_args: list[str]) -> list[str]:
+    """The run's arguments without the budget: each checkout runs its own workload file's (--workers, --trainers
+    and the strategy's parameters are the entry's)."""
+    i = run_args.index("--budget")
+    return run_args[:i] + run_args[i + 2:]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", type=Path, help="another checkout (e.g. a git worktree of an older commit)")
@@ -113,16 +132,21 @@ def main() -> int:
                                                      entry.strategy_params().items()]
     trees = {"this checkout": REPO, **({f"{args.against}": args.against.resolve()} if args.against else {})}
     times: dict[str, list[float]] = {name: [] for name in trees}
-    for _ in range(args.rounds):
+    shares: dict[str, list[dict]] = {name: [] for name in trees}
+    for _ in range(args.rounds):  # interleaved: the machine's noise falls on every contender alike
         for name, tree in trees.items():
-            times[name].append(child_cpu_seconds(tree, run_args))
+            cpu, share = child_run(tree, run_args if args.budget else own_settings(run_args))
+            times[name].append(cpu)
+            shares[name].append(share)
     print(f"{args.strategy} ({workload.pipeline.workers},{workload.pipeline.trainers}) on {args.workload}, "
-          f"budget {workload.budget:,.0f}, seed 0, one thread; median of {args.rounds} round(s)\n")
-    print("checkout | run CPU s | ratio to this checkout")
-    print("--- | --- | ---")
+          f"{'budget ' + format(workload.budget, ',.0f') if args.budget else 'each checkout at its own settings'}, "
+          f"seed 0, one thread; median of {args.rounds} round(s); the shares of the run's wall time\n")
+    print("checkout | run CPU s | ratio to this checkout | " + " | ".join(BREAKDOWN))
+    print("--- | --- | --- | " + " | ".join("---" for _ in BREAKDOWN))
     ours = statistics.median(times["this checkout"])
     for name, values in times.items():
-        print(f"{name} | {statistics.median(values):.1f} | {statistics.median(values) / ours:.2f}")
+        parts = " | ".join(f"{statistics.median(s[k] for s in shares[name]):.1%}" for k in BREAKDOWN)
+        print(f"{name} | {statistics.median(values):.1f} | {statistics.median(values) / ours:.2f} | {parts}")
 
     share = floor_share(workload, entry)
     print(f"\nthis checkout, the run in process: {share['cpu']:.1f} CPU s; FLOP floor {share['floor']:.1f} s "

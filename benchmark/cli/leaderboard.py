@@ -21,8 +21,8 @@ from benchmark.workload import load_workload
 
 
 def add_parsers(subparsers) -> None:
-    parser = subparsers.add_parser("leaderboard",
-                                   help="ranked table from MLflow; `build` writes leaderboard/, `freeze-target`")
+    parser = subparsers.add_parser("leaderboard", help="ranked table from MLflow; `build` writes the board "
+                                                       "(runs/leaderboard/), `freeze-target`")
     parser.add_argument("--workload", help="score this workload only (default: every workload with a target)")
     parser.add_argument("--track",
                         help=f"only runs tagged replaybench.track=TRACK (untagged runs are '{DEFAULT_TRACK}')")

@@ -2,6 +2,9 @@
 
 import json
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -287,37 +290,115 @@ def test_help_loads_none_of_the_engine():
     assert result.returncode == 0, result.stderr
 
 
-def readme_commands() -> list[str]:
-    """Every `replaybench ...` command in the code blocks of the README and docs/, continuation lines joined,
-    comments cut."""
-    text = "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])
+# The user-facing documents: the README, docs/, ARCHITECTURE.md and every folder's README (not the generated
+# leaderboard/LEADERBOARD.md, nor the published runs' folders).
+def doc_files() -> list[Path]:
+    files = [REPO / "README.md", REPO / "ARCHITECTURE.md", *sorted((REPO / "docs").glob("*.md"))]
+    for folder in ("submissions", "leaderboard", "baselines", "benchmarks", "workloads", "tasks"):
+        files += [p for p in sorted((REPO / folder).glob("**/README.md")) if "runs" not in p.relative_to(REPO).parts]
+    return [p for p in files if p.exists()]
+
+
+# The programs the set-up's environment puts on the PATH (README, Quick start).
+DOC_PROGRAMS = ("replaybench", "lm_eval", "mlflow")
+
+
+def block_commands(block: str) -> list[str]:
+    """The commands of one shell block, continuation lines joined and comments cut, with the `$NAME`s the block
+    itself defines (`W=...`; a loop's first value, `for seed in 0 1`; `set -- $split`) put in; any other `$NAME`
+    is left as written."""
+    values: dict[str, str] = {}
+
+    def put_in(text):
+        return re.sub(r"\$(\w+)|\$\{(\w+)\}", lambda m: values.get(m[1] or m[2], m[0]), text)
+
     commands = []
-    for block in text.split("```")[1::2]:
-        joined = block.replace("\\\n", " ")
-        for line in joined.splitlines():
-            line = line.split(" #")[0].strip()
-            for prefix in (".venv/bin/replaybench ", "replaybench "):
-                if prefix in line:
-                    commands.append(line[line.index(prefix) + len(prefix):].split(";")[0].strip())
-                    break
+    for line in block.replace("\\\n", " ").splitlines():
+        line = line.split(" #")[0].strip()
+        if (m := re.fullmatch(r"(\w+)=(\S+)", line)) or (m := re.fullmatch(r"for (\w+) in (.+?);\s*do", line)):
+            values[m[1]] = shlex.split(m[2])[0]
+        elif m := re.fullmatch(r"set -- (.+)", line):
+            values.update((str(i), v) for i, v in enumerate(shlex.split(put_in(m[1])), start=1))
+        elif line.split(" ")[0] in DOC_PROGRAMS:
+            commands.append(put_in(" ".join(line.split())))
     return commands
 
 
-@pytest.mark.parametrize("command", readme_commands())
-def test_every_readme_command_parses(command):
-    """The commands the README shows are ones the command line accepts (the long ones are run elsewhere)."""
-    import shlex
+def doc_commands() -> list[tuple[str, str]]:
+    """Every command of the docs (`replaybench ...`, `lm_eval ...`, `mlflow ...`) as (document, command): the lines
+    of their shell blocks and the code spans of their text that start with one of those programs."""
+    commands = []
+    for path in doc_files():
+        name = str(path.relative_to(REPO))
+        parts = path.read_text().split("```")
+        for i, part in enumerate(parts):
+            if i % 2:
+                commands += [(name, c) for c in block_commands(part)]
+            else:
+                for span in re.findall(r"`([^`]+)`", part):
+                    span = " ".join(span.split())
+                    if span.split(" ")[0] in DOC_PROGRAMS and " " in span:
+                        commands.append((name, span))
+    return commands
 
+
+# What a synopsis's placeholders stand for when it is parsed (`--workload W`, `<your_entry>`, `FILE.jsonl`).
+METAVARIABLES = {"W": "arith-tiny", "T": "buffer", "N": "2", "NAME": "example_entry", "FILE.jsonl": "x.jsonl",
+                 "D": "leaderboard", "DIR": "leaderboard", "UNITS": "100000", "HEX": "00ff", "P": "8",
+                 "PATH_OR_HUB_ID": "tasks/arith_tiny/checkpoint"}
+
+
+def placeholders(command: str) -> list[str]:
+    """What keeps a command from running exactly as written: optional parts, `<...>`, `...`, a `$NAME` its block does
+    not define, a metavariable (W, NAME, FILE.jsonl, pretrained=PATH_OR_HUB_ID)."""
+    return [token for token in command.split(" ") if re.search(r"[\[\]<>$]|^\.\.\.$", token)
+            or re.fullmatch(r"(.*=)?[A-Z][A-Z0-9_]*(\.\w+)?", token)]
+
+
+def as_example(command: str) -> list[str]:
+    """A synopsis's arguments with its optional parts in and its placeholders filled in."""
+    args = []
+    for token in command.replace("[", " ").replace("]", " ").split():
+        if token == "...":
+            continue
+        if re.search(r"<\w+>", token):
+            token = re.sub(r"<\w+>", "example_entry", token)
+        elif m := re.fullmatch(r"(.*=)?([A-Z][A-Z0-9_]*(\.\w+)?)", token):
+            assert m[2] in METAVARIABLES, f"{command}: add {m[2]} to METAVARIABLES"
+            token = (m[1] or "") + METAVARIABLES[m[2]]
+        assert "$" not in token, f"{command}: {token} is not defined by its shell block"
+        args.append(token)
+    return args
+
+
+def test_readme_and_docs_put_replaybench_on_the_path_one_way():
+    """One way to put `replaybench` on the PATH (README, Quick start: `source .venv/bin/activate`), so the docs write
+    `replaybench ...`, never `.venv/bin/replaybench ...` or `python -m benchmark.cli ...`."""
+    for name in ("README.md", "docs/running.md", "docs/submitting.md", "docs/gpus.md", "submissions/README.md"):
+        text = " ".join((REPO / name).read_text().split())
+        assert "source .venv/bin/activate" in text and "puts `replaybench`, `mlflow` and `lm_eval` on your PATH" in text
+    for path in doc_files():
+        text = path.read_text()
+        assert ".venv/bin/replaybench" not in text and "-m benchmark.cli" not in text, path
+
+
+@pytest.mark.parametrize("document, command", [c for c in doc_commands() if c[1].startswith("replaybench ")],
+                         ids=lambda value: value)
+def test_every_readme_command_parses(document, command):
+    """Every `replaybench` command of the docs is one the command line accepts: a synopsis with its optional parts
+    and placeholders filled in, a command's name in the text (`replaybench eval`) one that exists. The ones that
+    fit in CI also run, below."""
     from benchmark.cli.app import build_parser
 
-    args = shlex.split(command.replace("$W", "arith-tiny").replace("$strategy", "fifo_uniform").replace(
-        "$1", "5").replace("$2", "3").replace("$seed", "0"))
-    build_parser().parse_args(args)  # SystemExit (exit 2) on an unknown flag or command
+    parser = build_parser()
+    args = as_example(command)[1:] if placeholders(command) else shlex.split(command)[1:]
+    if len(args) == 1 and not placeholders(command):  # the command's name, in a sentence
+        assert args[0] in parser._subparsers._group_actions[0].choices, (document, command)
+        return
+    parser.parse_args(args)  # SystemExit (exit 2) on an unknown flag or command
 
 
 def test_every_command_help_shows_an_example_that_parses():
-    import shlex
-
     from benchmark.cli.app import EXAMPLES, build_parser
 
     parser = build_parser()
@@ -331,27 +412,68 @@ def test_every_command_help_shows_an_example_that_parses():
         parser.parse_args(shlex.split(example)[1:])
 
 
-# The README's commands that fit in CI (the others train for minutes to hours, or need a GPU or the model hub; the
-# journey test runs validate, submit --preview and leaderboard build on a fresh store).
-README_COMMANDS_RUN_IN_CI = ("doctor", "eval --model tasks/arith_tiny/checkpoint", "leaderboard --workload")
+# The doc commands that run in CI, exactly as written, in this order (each a full match of the command; each must
+# match one): import-runs first, so that plan, the board and `measure-mu --from-runs` see the published runs.
+DOC_COMMANDS_RUN_IN_CI = (
+    r"replaybench doctor",
+    r"replaybench workloads( --check)?",
+    r"replaybench schema (workload|submission)",
+    r"replaybench leaderboard import-runs",
+    r"replaybench plan --workload [\w.-]+( --tokens-per-rollout \d+)?",
+    r"replaybench leaderboard( --workload arith-tiny)?",
+    r"replaybench leaderboard build",  # into the fresh store's leaderboard/, not the published one
+    r"replaybench measure-mu --from-runs",
+    r"replaybench validate submissions/example_entry",  # ~30 s: the sandboxed dry run
+    r"replaybench eval --model tasks/arith_tiny/checkpoint .*",  # ~1 min
+    r"lm_eval .* pretrained=tasks/arith_tiny/checkpoint .*",  # ~30 s
+)
+# The doc commands written to run as they are that CI does not run, and why.
+DOC_COMMANDS_LEFT_OUT = (
+    (r"replaybench (run|sweep|baselines|submit|warmstart)( .*)?", "trains for minutes to hours (docs/gpus.md's Ray "
+     "run: 1.5 min; tests/test_ray_executor.py covers it; warmstart also rewrites the start checkpoint)"),
+    (r"replaybench eval --model Qwen/.*", "needs the model hub"),
+    (r"replaybench measure-mu .*--engine vllm.*", "needs a GPU, and --write rewrites the workload file"),
+    (r"replaybench leaderboard --workload qwen2.5-7b-openr1", "needs the GPU runs of the loop before it"),
+    (r"replaybench leaderboard build --publish", "rewrites the published board, leaderboard/"),
+    (r"replaybench leaderboard serve|mlflow (ui|server)( .*)?", "serves until stopped"),
+    (r"replaybench (eval|grade|plan|validate)", "a command's name in a sentence"),
+)
+
+
+def test_every_readme_command_runs_in_ci_or_says_why_not():
+    """A command added to the docs that runs as written is run below, or left out with its reason."""
+    left_out = [pattern for pattern, _ in DOC_COMMANDS_LEFT_OUT]
+    for _, command in doc_commands():
+        if not placeholders(command):
+            run, why_not = (any(re.fullmatch(p, command) for p in ps) for ps in (DOC_COMMANDS_RUN_IN_CI, left_out))
+            assert run != why_not, command  # one or the other: a new command needs a place in one of the lists
 
 
 @pytest.mark.slow
 def test_readme_commands_that_fit_in_ci_run_as_written(tmp_path):
-    import shlex
-
-    commands = list(dict.fromkeys(c.replace("$W", "arith-tiny") for c in readme_commands()
-                                  if c.startswith(README_COMMANDS_RUN_IN_CI)))
+    """The docs' commands that fit in CI, run as a user types them after the README's set-up: through the console
+    scripts of this environment, first on the PATH, on a fresh clone's empty store."""
+    bin_dir = Path(sys.executable).parent
+    if not (bin_dir / "replaybench").exists():
+        pytest.skip(f"no replaybench console script in {bin_dir} (the package is not installed: make setup)")
+    written = list(dict.fromkeys(c for _, c in doc_commands() if not placeholders(c)))
+    commands = [c for pattern in DOC_COMMANDS_RUN_IN_CI for c in written if re.fullmatch(pattern, c)]
     # an edit of the docs must not drop one silently
-    assert all(any(c.startswith(p) for c in commands) for p in README_COMMANDS_RUN_IN_CI), commands
+    assert all(any(re.fullmatch(p, c) for c in commands) for p in DOC_COMMANDS_RUN_IN_CI), commands
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     env["REPLAYBENCH_RUNS_DIR"] = str(tmp_path)  # a fresh clone's empty store
+    git = ["git", "-C", str(REPO), "status", "--porcelain"] if shutil.which("git") else ["true"]
+    status = subprocess.run(git, capture_output=True, text=True).stdout
+    seconds = {}
     for command in commands:
-        args = shlex.split(command.replace("$W", "arith-tiny"))
-        result = subprocess.run([sys.executable, "-m", "benchmark.cli", *args], cwd=REPO, env=env,
-                                capture_output=True, text=True, timeout=600)
+        start = time.monotonic()
+        result = subprocess.run(shlex.split(command), cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        seconds[command] = round(time.monotonic() - start, 1)
         assert result.returncode == 0, (command, result.stdout[-2000:], result.stderr[-2000:])
         assert "Traceback" not in result.stderr, command
+    print(seconds)
+    assert subprocess.run(git, capture_output=True, text=True).stdout == status  # none wrote into the checkout
 
 
 def test_a_folder_store_is_refused_before_any_work(monkeypatch, capsys):

@@ -221,7 +221,7 @@ def test_a_plain_build_writes_the_local_board_and_publishing_needs_the_target_ru
     assert (isolated_runs / "leaderboard" / "index.html").is_file() and _published_files() == before
     said = " ".join((out.out + out.err).split())
     assert "this store holds 0 of the 4 reference runs that set the target" in said
-    assert "no entry is ranked yet: `replaybench baselines`" in said
+    assert "no entry is ranked yet: `replaybench leaderboard import-runs` loads the published board's runs" in said
     local = json.loads((isolated_runs / "leaderboard" / "results.json").read_text())
     published = json.loads((REPO / "leaderboard" / "results.json").read_text())
     ref = next(e for e in published["entries"] if e["reference"])["workloads"]["arith-tiny"]

@@ -99,7 +99,7 @@ def _ranking_table(results: dict, highlighted: set[str]) -> str:
             title = ""
             if h == "entry":
                 ids = [r for w in workloads for r in e["workloads"][w]["run_ids"]]
-                title = f' title="{_esc(e["key"])}; MLflow runs: {_esc(", ".join(ids))}"'
+                title = f' title="MLflow runs: {_esc(", ".join(ids))}"'
                 text += YOURS if e["key"] in highlighted else ""  # the mark in words, for a screen reader too
             cells.append(f'<td class="{_column_class(h)}"{sort}{title}>{_esc(text)}</td>')
         cls = ("band-odd" if e["band"] % 2 else "band-even") + (" highlighted" if e["key"] in highlighted else "")

@@ -142,8 +142,9 @@ def store_notes(results: dict) -> list[str]:
                          f"({d['target_file']}, frozen from the published runs): entries are scored against that "
                          "target all the same; the published board with its runs is leaderboard/index.html")
     if not results["entries"]:
-        notes.append("no entry is ranked yet: `replaybench baselines` runs the reference (4 seeds), "
-                     "`replaybench submit submissions/<entry>` an entry")
+        notes.append(f"no entry is ranked yet: `{IMPORT_RUNS}` loads the published board's runs (seconds), "
+                     "`replaybench baselines` runs the reference (4 seeds), `replaybench submit submissions/<entry>` "
+                     "an entry")
     resumable = results.get("resumable_run_ids", [])
     if resumable:
         notes.append(f"{len(resumable)} of this store's own runs stopped before the end "

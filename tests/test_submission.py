@@ -132,7 +132,10 @@ ENTRIES = sorted(p.parent for p in (REPO / "submissions").glob("*/submission.yam
 @pytest.mark.parametrize("entry", ENTRIES, ids=[p.name for p in ENTRIES])
 def test_every_entry_in_submissions_validates_with_a_sandboxed_dry_run(entry, isolated_runs):
     """What a pull request adds under submissions/ is checked here, in CI: schema, names, a short dry run."""
-    result = subprocess.run([sys.executable, "-m", "benchmark.cli", "validate", str(entry)], cwd=REPO,
+    # as the docs write it (`replaybench validate submissions/example_entry`), through the console script
+    script = Path(sys.executable).with_name("replaybench")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "benchmark.cli"]
+    result = subprocess.run([*command, "validate", str(entry.relative_to(REPO))], cwd=REPO,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "sandboxed dry run" in result.stderr and "trainer steps" in result.stderr

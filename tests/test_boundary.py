@@ -93,6 +93,7 @@ def test_the_kernel_refuses_what_the_audit_hook_no_longer_sees(attack, tmp_path)
     assert not any(Path(p).exists() for p in targets["canaries"])
 
 
+@pytest.mark.slow
 def test_the_same_boundary_holds_when_the_engine_is_not_root():
     """The attacks again with the engine an unprivileged user (as CI runs strangers' validate), where this machine
     lets root start one."""

@@ -21,6 +21,7 @@ def tiny_sets(checkpoint):
     return [f"--set={k}={v}" for k, v in small_overrides(checkpoint, **TINY).items() if k != "budget"]
 
 
+@pytest.mark.slow
 def test_baselines_runs_each_named_baseline_with_its_registered_split(tiny_checkpoint, isolated_runs):
     args = ["baselines", "--strategies", "on_policy", "fifo_uniform", "--seeds", "0", "1", "--budget", "20000",
             "--isolate", *tiny_sets(tiny_checkpoint)]
@@ -47,6 +48,7 @@ def test_baselines_with_an_unknown_name_is_a_user_error(isolated_runs):
     assert find_runs("arith-tiny") == []
 
 
+@pytest.mark.slow
 def test_submit_runs_the_entry_sandboxed_with_its_content_hash_on_record(tiny_checkpoint, isolated_runs, tmp_path,
                                                                          capsys):
     entry = tmp_path / "entry"

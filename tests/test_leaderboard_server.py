@@ -129,6 +129,7 @@ def normalised(text: str, ids: dict, uri: str) -> str:
     return re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", "<time>", text)
 
 
+@pytest.mark.slow
 def test_server_gives_the_same_leaderboard_as_the_embedded_store(boards):
     a, b = boards["embedded"], boards["server"]
     assert set(a["ids"]) == set(b["ids"]) and not set(a["ids"].values()) & set(b["ids"].values())
@@ -147,6 +148,7 @@ def test_server_gives_the_same_leaderboard_as_the_embedded_store(boards):
             (a["board"] / name).read_text(), a["ids"], a["uri"]), name
 
 
+@pytest.mark.slow
 def test_server_stopping_mid_build_leaves_the_files_intact(boards, server, tmp_path, monkeypatch, capsys):
     b = boards["server"]
     out = tmp_path / "board"

@@ -275,6 +275,7 @@ def test_text_check_fails_before_lean_runs(fake_lean, monkeypatch):
     assert checker(timeout=30).check("no statement here", "  simp").reason == lean_output.NO_STATEMENT
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["file", "repl"])
 def test_hang_is_killed_with_its_whole_process_group(fake_lean, monkeypatch, mode):
     monkeypatch.setenv("FAKE_LEAN_MODE", "hang")
@@ -292,6 +293,7 @@ def test_hang_is_killed_with_its_whole_process_group(fake_lean, monkeypatch, mod
     assert all(gone(p) for p in pids), "the fake Lean or its child outlived the timeout"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["file", "repl"])
 def test_crash_and_garbage(fake_lean, monkeypatch, mode):
     monkeypatch.setenv("FAKE_LEAN_MODE", "crash")
@@ -304,6 +306,7 @@ def test_crash_and_garbage(fake_lean, monkeypatch, mode):
         assert checker(mode).check(GOLD, "  norm_num\n").reason == lean_output.CRASHED
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["file", "repl"])
 def test_memory_limit_applies_to_lean(fake_lean, monkeypatch, mode):
     monkeypatch.setenv("FAKE_LEAN_MODE", "hog")  # allocates 2 GiB, then reports
@@ -325,6 +328,7 @@ def test_the_repl_is_the_default_when_the_project_has_it_built(fake_lean, monkey
         lean.lean_setup()
 
 
+@pytest.mark.slow
 def test_repl_mode_loads_the_header_once_and_replays_recorded_output(fake_lean, monkeypatch):
     pool = checker("repl", timeout=30)
     try:
@@ -348,6 +352,7 @@ def test_repl_mode_loads_the_header_once_and_replays_recorded_output(fake_lean, 
     assert (verdict.reason, verdict.detail) == (lean_output.LEAN_ERROR, "unsolved goals")
 
 
+@pytest.mark.slow
 def test_pool_keeps_order(fake_lean):
     proofs = ["  norm_num\n", "  sorry\n", "  simp\n", "  admit\n"]
     verdicts = lean.check_many([(GOLD, p) for p in proofs], workers=2)
@@ -364,6 +369,7 @@ def shared_checkers(monkeypatch):
         pool.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["file", "repl"])
 def test_a_group_is_scored_concurrently_in_order(fake_lean, monkeypatch, shared_checkers, mode):
     """Four completions, one second of Lean each, four workers: about one second in all, not four."""
@@ -380,6 +386,7 @@ def test_a_group_is_scored_concurrently_in_order(fake_lean, monkeypatch, shared_
     assert elapsed < 2.5, f"4 proofs of 1 s on 4 workers took {elapsed:.1f} s: not checked concurrently"
 
 
+@pytest.mark.slow
 def test_evaluation_checks_a_batch_of_problems_concurrently(fake_lean, monkeypatch, shared_checkers):
     """Greedy evaluation (one completion per problem) still checks the batch's problems concurrently."""
     from types import SimpleNamespace

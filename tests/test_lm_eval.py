@@ -64,6 +64,7 @@ def test_lm_eval_scores_with_our_verifier(name):
     assert lm_task.process_results(doc, ["\\boxed{-12345}"]) == {"math_verify": 0.0}
 
 
+@pytest.mark.slow
 def test_the_docs_lm_eval_command_for_the_cpu_model_runs_as_written():
     import re
     import shlex

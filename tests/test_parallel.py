@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 TINY = {"budget": 20_000, "eval.every": 10_000, "eval.num_problems": 10, "eval.pass_k_problems": 0}
 
 
+@pytest.mark.slow
 def test_baselines_with_two_jobs_records_what_one_job_records(tiny_checkpoint, isolated_runs, tmp_path, monkeypatch,
                                                               capsys):
     import benchmark.leaderboard.targets
@@ -47,6 +48,7 @@ def test_baselines_with_two_jobs_records_what_one_job_records(tiny_checkpoint, i
         assert metrics_a == metrics_b, key
 
 
+@pytest.mark.slow
 def test_a_failing_strategy_is_its_runs_outcome_and_the_other_run_goes_on(tiny_checkpoint, isolated_runs):
     workload = small_workload(tiny_checkpoint, **TINY)
     runs = [(RunSpec(workload, REPO / "tests" / "hostile" / "garbage.py", {}, seed=0), "garbage"),
@@ -57,6 +59,7 @@ def test_a_failing_strategy_is_its_runs_outcome_and_the_other_run_goes_on(tiny_c
     assert sorted(r.data.tags["replaybench.status"][:7] for r in find_runs("arith-tiny")) == ["failed:", "finishe"]
 
 
+@pytest.mark.slow
 def test_a_user_error_in_a_worker_is_one_message_and_exit_2(tiny_checkpoint, isolated_runs, capsys):
     sets = [f"--set={k}={v}" for k, v in small_overrides(tiny_checkpoint, **TINY).items()]
     assert main(["baselines", "--seeds", "0", "--jobs", "2", *sets, "--budget", "5"]) == 2

@@ -71,6 +71,7 @@ def tokens(rollouts):
     return sum(len(r.prompt_ids) + len(r.completion_ids) for r in rollouts)
 
 
+@pytest.mark.slow
 def test_replay_ratio_matches_mu_T_over_W_and_compute_is_devices_times_time(tiny_checkpoint, arith_task):
     # A buffer that never starves the trainers: steady state replays mu*T/W times per rollout.
     p = make_pipeline(tiny_checkpoint, arith_task, "fifo_uniform", {"buffer_size": 64}, budget=400_000,

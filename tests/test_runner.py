@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 TINY_RUN = {"budget": 20_000, "eval.every": 10_000, "eval.num_problems": 10, "eval.pass_k_problems": 0}
 
 
+@pytest.mark.slow
 def test_same_seed_and_config_give_identical_metrics_in_mlflow(tiny_checkpoint, isolated_runs, capsys):
     spec = RunSpec(small_workload(tiny_checkpoint), FIFO, {"buffer_size": 32}, seed=0)
     a, b = run(spec), run(spec)
@@ -58,6 +59,7 @@ def test_same_seed_and_config_give_identical_metrics_in_mlflow(tiny_checkpoint, 
     ("prefer_unused", {"buffer_size": 32}, True),  # reads ctx.rng and ctx.use_count: the box restores both
     ("positive_bias", {"buffer_size": 32}, False),
 ])
+@pytest.mark.slow
 def test_interrupted_run_resumes_like_an_uninterrupted_one(strategy, params, isolated, tiny_checkpoint, coin_task,
                                                            isolated_runs, monkeypatch):
     import benchmark.workload
@@ -132,6 +134,7 @@ def start_run_at_once(barrier, spec):
     run(spec)
 
 
+@pytest.mark.slow
 def test_two_runs_started_at_once_on_a_fresh_store_are_both_recorded_whole(tiny_checkpoint, isolated_runs, tmp_path):
     assert not (isolated_runs / "mlflow.db").exists()
     context = multiprocessing.get_context("spawn")

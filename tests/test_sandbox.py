@@ -30,6 +30,7 @@ TIGHT = {"limits.call_seconds": 2, "limits.memory_mb": 1024, "limits.reply_mb": 
 SMALL = {"rlep": {"pool_prompts": 10, "pool_samples": 4}}  # a pool that fits the small budget
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(p.stem for p in (REPO / "baselines").glob("*.py")))
 def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, coin_task, name):
     # coin_task: mixed rewards, so that weights, priorities and replayed successes all come into play
@@ -76,6 +77,7 @@ def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, coi
     ("mutates_in_place.py", "tampered: rollout 0 differs"),
     ("huge_state.py", "garbage: state_dict() sent a reply over the 1 MB limit"),
 ])
+@pytest.mark.slow
 def test_hostile_strategy_ends_its_run_with_a_verdict(file, verdict, tiny_checkpoint, isolated_runs, monkeypatch,
                                                         tmp_path):
     reference_good_run(tiny_checkpoint)  # before the attack, with the default limits
@@ -173,6 +175,7 @@ def test_the_engine_never_unpickles_what_the_box_sends(monkeypatch):
         strategy.close()
 
 
+@pytest.mark.slow
 def test_the_box_sees_neither_the_store_the_home_other_entries_nor_the_engines_environment(
         tiny_checkpoint, isolated_runs, monkeypatch, tmp_path):
     from benchmark.engine.boundary import sandbox_mode
@@ -193,6 +196,7 @@ def test_the_box_sees_neither_the_store_the_home_other_entries_nor_the_engines_e
     assert record.data.tags["replaybench.sandbox"] == "bwrap"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolated", [False, True])
 def test_a_run_has_a_total_budget_of_strategy_time_in_both_modes(tiny_checkpoint, isolated_runs, isolated):
     w = small_workload(tiny_checkpoint, **{"limits.strategy_seconds": 3})
@@ -224,6 +228,7 @@ def test_the_limits_are_the_workloads_and_part_of_the_runs_identity():
     assert dataclasses.replace(official, seed=1).group_key() == official.group_key()
 
 
+@pytest.mark.slow
 def test_a_hostile_run_leaves_the_store_and_the_runs_before_it_as_they_were(tiny_checkpoint, isolated_runs):
     """The review's forgery: a box that remounts its root read-write, unmounts what hides the store and rewrites
     the summary.json of every earlier run of the store. The store is not in the box at all; the earlier run's
@@ -258,6 +263,7 @@ def test_a_pool_request_is_checked_against_the_budget_before_any_work(request_):
         checked_pool_request(list(request_), most_pool_rollouts(load_workload("arith-tiny")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolated", [False, True])
 def test_a_refused_pool_request_ends_the_run_failed_in_mlflow(tiny_checkpoint, isolated_runs, isolated):
     spec = RunSpec(small_workload(tiny_checkpoint), HOSTILE / "asks_a_huge_pool.py", {"request": [1, 10**8]}, seed=0,
@@ -268,6 +274,7 @@ def test_a_refused_pool_request_ends_the_run_failed_in_mlflow(tiny_checkpoint, i
     assert record.info.status == "FAILED"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolated", [False, True])
 def test_a_strategy_cannot_stretch_a_run_past_its_share_of_the_runs_time(tiny_checkpoint, isolated_runs, isolated):
     w = small_workload(tiny_checkpoint, **{"limits.floor_seconds": 1, "limits.wall_share": 0.01})

@@ -74,8 +74,11 @@ def test_ctrl_c_stops_every_run_and_exits_cleanly(tiny_checkpoint, isolated_runs
     command = [sys.executable, "-m", "benchmark.cli", "baselines", "--seeds", "0", "--jobs", "2", *sets]
     # a session of its own: the test signals its whole process group, as a terminal's Ctrl-C does
     # PYTHONFAULTHANDLER: should it hang, SIGABRT makes every process print the stacks of all its threads
+    # SIG_DFL: a suite started in the background (`cmd &` in a script) inherits SIGINT ignored, and a Python started
+    # with it ignored never raises KeyboardInterrupt; a terminal's command starts with the default
     proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                            start_new_session=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 120
         while len(list(isolated_runs.glob("checkpoints/*/run.json"))) < 2 and proc.poll() is None:

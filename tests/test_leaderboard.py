@@ -583,3 +583,20 @@ def test_the_published_board_advises_nobody_on_finishing_its_runs(store, tmp_pat
     results = benchmark.leaderboard.build.build(tmp_path / "published", targets_dir=store["targets"])
     assert "resumable_run_ids" not in results
     assert "resumable_run_ids" not in json.loads((tmp_path / "published" / "results.json").read_text())
+
+
+def test_a_run_made_by_an_engine_with_uncommitted_changes_is_refused():
+    """No commit holds the code behind a +dirty run, so nobody can make it again: it never counts, and a clean rerun
+    of its seed does."""
+    ref = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
+    dirty = [dataclasses.replace(record(WORKLOAD, "kestrel", s, reaching_at(4)), code_version="abc123+dirty")
+             for s in range(4)]
+    clean = [dataclasses.replace(record(WORKLOAD, "kestrel", s, reaching_at(8)), run_id=f"clean-{s}",
+                                 start_time=10 + s, code_version="abc123") for s in range(4)]
+    for r in clean:
+        r.summary = {**r.summary, "mlflow_run_id": r.run_id}
+    results = build_results(ref + dirty + clean, {WORKLOAD: frozen(ref, 8 * EVERY)}, resamples=50)
+    why = {x["run_id"]: (x["why"], x["reason"]) for x in results["excluded_runs"]}
+    assert all(why[r.run_id][0] == "refused" and "abc123+dirty" in why[r.run_id][1] for r in dirty)
+    (kestrel,) = [e for e in results["entries"] if e["strategy"] == "kestrel"]
+    assert kestrel["workloads"][WORKLOAD]["run_ids"] == [f"clean-{s}" for s in range(4)]

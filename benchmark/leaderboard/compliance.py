@@ -91,6 +91,9 @@ def compliance_problem(rec: RunRecord, target: dict) -> str | None:
     s = rec.summary
     if s.get("mlflow_run_id") not in (None, rec.run_id):
         return f"non-compliant: summary.json names run {s.get('mlflow_run_id')}"
+    if (rec.code_version or "").endswith("+dirty"):  # no commit holds the code that made it
+        return (f"refused: made by an engine with uncommitted changes (code_version {rec.code_version}): run it "
+                "again from a committed engine")
     if str(rec.workload_version) != str(target["workload_version"]):
         return (f"non-compliant: workload version {rec.workload_version}, the target is for version "
                 f"{target['workload_version']}")

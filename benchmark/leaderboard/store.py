@@ -37,6 +37,7 @@ class RunRecord:
     problem: str | None = None  # why the summary could not be read
     summary_sha256: str | None = None  # the digest of summary.json the run ended with (runs since the tag exists)
     imported: bool = False  # loaded from a published board (`leaderboard import-runs`): somebody else's run
+    code_version: str | None = None  # the engine's commit, +dirty when it had uncommitted changes
 
 
 def _tag(run, name, default=None):
@@ -86,7 +87,7 @@ def load_runs(workloads: list[str] | None = None, mlflow_client=None) -> list[Ru
             workload_version=_tag(run, "workload_version"), start_time=run.info.start_time or 0,
             entropy=run.data.metrics.get("train/entropy"), name=_tag(run, "name") or _tag(run, "submission"),
             preview=_tag(run, "preview") == "true", summary_sha256=_tag(run, "summary_sha256"),
-            imported=_tag(run, "published_run_id") is not None)
+            imported=_tag(run, "published_run_id") is not None, code_version=run.data.params.get("code_version"))
         records.append(rec)
         if rec.status == "finished":
             finished.append((rec, run))

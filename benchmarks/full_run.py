@@ -106,13 +106,6 @@ def floor_share(workload, entry, seed: int = 0) -> dict:
             "rows_per_call": pipeline.work.engine_rows / max(pipeline.work.engine_calls, 1)}
 
 
-def own_settings(run_args: list[str]) -> list[str]:
-    """The run's arguments without the budget: each checkout runs its own workload file's (--workers, --trainers
-    and the strategy's parameters are the entry's)."""
-    i = run_args.index("--budget")
-    return run_args[:i] + run_args[i + 2:]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", type=Path, help="another checkout (e.g. a git worktree of an older commit)")
@@ -126,16 +119,17 @@ def main() -> int:
 
     entry = load_baselines().entries[args.strategy]
     workload = entry.workload_for(args.workload, args.budget)
+    # without --budget each checkout runs its own workload file's settings; (W, T) and the parameters are the entry's
     run_args = ["--workload", args.workload, "--strategy", str(entry.strategy), "--seed", "0",
                 "--workers", str(workload.pipeline.workers), "--trainers", str(workload.pipeline.trainers),
-                "--budget", str(workload.budget)] + [f"--set={k}={json.dumps(v)}" for k, v in
-                                                     entry.strategy_params().items()]
+                *(["--budget", str(args.budget)] if args.budget else [])] + [
+        f"--set={k}={json.dumps(v)}" for k, v in entry.strategy_params().items()]
     trees = {"this checkout": REPO, **({f"{args.against}": args.against.resolve()} if args.against else {})}
     times: dict[str, list[float]] = {name: [] for name in trees}
     shares: dict[str, list[dict]] = {name: [] for name in trees}
     for _ in range(args.rounds):  # interleaved: the machine's noise falls on every contender alike
         for name, tree in trees.items():
-            cpu, share = child_run(tree, run_args if args.budget else own_settings(run_args))
+            cpu, share = child_run(tree, run_args)
             times[name].append(cpu)
             shares[name].append(share)
     print(f"{args.strategy} ({workload.pipeline.workers},{workload.pipeline.trainers}) on {args.workload}, "

@@ -186,11 +186,8 @@ class RunRows:
         self.done: set[int] = set()
         self.compute: dict[int, float] = {}  # run index -> its compute used (its budget once it ended)
         self.started = time.monotonic()
-        self.total = bar.add_task(f"all {len(runs)} runs", total=self.budget(), status="") if len(runs) > 1 \
-            else None
-
-    def budget(self) -> float:
-        return sum(spec.workload.budget for spec, _ in self.runs)
+        self.budget = sum(spec.workload.budget for spec, _ in runs)
+        self.total = bar.add_task(f"all {len(runs)} runs", total=self.budget, status="") if len(runs) > 1 else None
 
     def row(self, index: int) -> int:
         if index not in self.rows:
@@ -205,7 +202,7 @@ class RunRows:
         if self.total is not None:
             done = sum(self.compute.values())
             self.bar.update(self.total, completed=done,
-                            status=time_left(time.monotonic() - self.started, done / self.budget()))
+                            status=time_left(time.monotonic() - self.started, done / self.budget))
 
     def read(self, updates) -> None:
         while True:

@@ -49,7 +49,7 @@ def record(seeds: list[int], out: Path, strategy: str, budget: float | None = No
         outcomes: list[str] = []
         sample = evaluation.sample
 
-        def recording(engine, task, docs, n, temperature, seed_, **kwargs):
+        def recording(engine, task, docs, n, temperature, seed_, sample=sample, outcomes=outcomes, **kwargs):
             result = sample(engine, task, docs, n, temperature, seed_, **kwargs)
             if n == 1 and len(docs) == workload.eval.num_problems:  # the scored greedy set, not pass@k's
                 outcomes.append("".join("1" if is_correct(row[0]) else "0" for row in result.scores))
@@ -160,8 +160,8 @@ def analyse(out: Path) -> int:
     print(f"rule: rms log ctt ratio <= {thresholds[0]:.4f}, rms final-accuracy difference <= {thresholds[1]:.4f}\n")
     print("the rms of each statistic less each draw's mean over seeds (what does not cancel between entries), "
           "the raw rms in brackets\n")
-    print("n | every | evaluations | problems evaluated | log ctt ratio (interpolated) | log ctt ratio (first passage) | "
-          "final accuracy difference | jitter | passes")
+    print("n | every | evaluations | problems evaluated | log ctt ratio (interpolated) | "
+          "log ctt ratio (first passage) | final accuracy difference | jitter | passes")
     print("--- | --- | --- | --- | --- | --- | --- | --- | ---")
     verdicts = []
     for every in CADENCES:

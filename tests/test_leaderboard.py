@@ -602,3 +602,33 @@ def test_a_run_made_by_an_engine_with_uncommitted_changes_is_refused():
     assert all(why[r.run_id][0] == "refused" and "abc123+dirty" in why[r.run_id][1] for r in dirty)
     (kestrel,) = [e for e in results["entries"] if e["strategy"] == "kestrel"]
     assert kestrel["workloads"][WORKLOAD]["run_ids"] == [f"clean-{s}" for s in range(4)]
+
+
+def test_rules_v3_compare_two_samples_and_record_what_a_reviewer_needs():
+    """Rules v3 on in-memory runs: the reference's scored runs are the comparison's other arm; the majority
+    rule, level sensitivity, final accuracy and the corrected verdicts are in results.json."""
+    records = [record(WORKLOAD, "on_policy", s, reaching_at(8 + s % 2), workers=6, trainers=2) for s in range(4)]
+    target = {**frozen([], 8 * EVERY), "median_best_accuracy": 0.5}
+    records += [record(WORKLOAD, "fast", s, reaching_at(2)) for s in range(4)]
+    records += [record(WORKLOAD, "half", s, reaching_at(3) if s < 2 else [0.1]) for s in range(4)]
+    results = build_results(records, {WORKLOAD: target}, resamples=200, rules=3)
+    assert results["rules"]["version"] == 3 and "Hodges-Lehmann" in results["rules"]["speedup"]
+    by = {e["strategy"]: e["workloads"][WORKLOAD] for e in results["entries"]}
+    fast, half, reference = by["fast"], by["half"], by["on_policy"]
+    assert fast["speedup"]["median"] > 3 and fast["speedup"]["ci95"][0] > 1
+    assert fast["majority"] == {"seeds_reaching": 4, "of": 4, "reached": True}
+    assert half["majority"]["reached"] is False and half["speedup"]["median"] == 0.0  # 2 of 4 is no majority
+    assert reference["speedup"]["median"] == 1.0 and "comparison" not in reference or \
+        "verdict" not in reference["comparison"]
+    # 4 against 4: the smallest two-sided p is 2/70, and corrected over the board's two claims it stays above 0.05
+    assert fast["comparison"]["p_value"] == pytest.approx(2 / 70, abs=1e-3)
+    assert fast["comparison"]["adjusted_p_value"] >= fast["comparison"]["p_value"]
+    assert fast["comparison"]["verdict"] == "not resolved" and fast["comparison"]["poi"] == 1.0
+    assert [lv["level"] for lv in fast["level_sensitivity"]] == [0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
+    assert all(lv["speedup"] > 1 for lv in fast["level_sensitivity"] if lv["reached"])
+    assert fast["final_accuracy"]["mean"] == pytest.approx(0.5) and fast["seeds_scored"] == 4
+    assert fast["interval_method"].startswith("Hodges-Lehmann")
+    entry = next(e for e in results["entries"] if e["strategy"] == "fast")
+    assert entry["score"]["ci95"] == fast["speedup"]["ci95"]  # one workload: the tested interval itself
+    # the same runs under the rules their target was frozen with (v2: no rules_version recorded) score as before
+    assert build_results(records, {WORKLOAD: target}, resamples=200)["rules"]["version"] == 2

@@ -50,6 +50,9 @@ def add_parsers(subparsers) -> None:
     where.add_argument("--publish", action="store_true", help="write the published board, leaderboard/")
     p.add_argument("--force", action="store_true",
                    help="with --publish: write it even from a store without the target's reference runs")
+    p.add_argument("--rules", type=int, choices=[2, 3],
+                   help="score under this rules version (default: the one the targets were frozen with); "
+                        "not with --publish")
     p = sub.add_parser("serve", help="serve the leaderboard page on http://127.0.0.1:PORT (Ctrl-C stops)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--dir", type=Path, help="folder to serve (default: leaderboard/)")
@@ -81,7 +84,8 @@ def cmd_leaderboard(args) -> int:
             return 0
         if action == "build":
             out = LEADERBOARD_DIR if args.publish else Path(args.out) if args.out else local_board_dir()
-            results = build(out, args.workload, args.track, targets_dir, force=args.force, highlight=args.highlight)
+            results = build(out, args.workload, args.track, targets_dir, force=args.force, highlight=args.highlight,
+                            rules=args.rules)
             print_leaderboard(results, highlight=args.highlight)
             warn_unmatched(err, results, args.highlight)
             err.print(f"wrote {out / 'results.json'}, {out / 'LEADERBOARD.md'} and {out / 'index.html'} "

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from benchmark import tracking
-from benchmark.leaderboard import LeaderboardError, scoring
+from benchmark.leaderboard import LeaderboardError, comparisons, scoring, scoring_v3
 from benchmark.leaderboard.compliance import (
     RESUMABLE_STATUSES,
     compliance_problem,
@@ -86,7 +86,7 @@ def _workload_record(group: str, score: scoring.WorkloadScore, runs: list[RunRec
     replay ratio and mean off-policiness (from its summary.json) and the curves' median and IQR."""
     # the fields themselves, not dataclasses.asdict's deep copy (seconds on a large store)
     out = {"group": group, **{f.name: getattr(score, f.name) for f in dataclasses.fields(score)
-                              if not f.name.startswith("boot_")}}
+                              if not f.name.startswith("boot_") and f.name != "extra"}, **score.extra}
     summaries = {r.run_id: r.summary for r in runs}
     for run_id, row in out["per_run"].items():
         s = summaries[run_id]
@@ -206,9 +206,13 @@ def _flags(entry: dict, per_w: dict, excluded: list[dict]) -> list[str]:
 
 def _is_reference(ident: dict, per_w: dict, targets: dict[str, dict]) -> bool:
     """The frozen runs themselves, or the same reference configuration run again (e.g. on a fresh clone)."""
-    return any(set(targets[w]["run_ids"]) & set(per_w[w].run_ids) or (
-        ident["strategy"] == REFERENCE and "sync_every" not in ident and (ident["workers"], ident["trainers"]) == (
-            targets[w]["reference"]["workers"], targets[w]["reference"]["trainers"])) for w in per_w)
+    return any(set(targets[w]["run_ids"]) & set(per_w[w].run_ids) or _reference_configuration(ident, targets[w])
+               for w in per_w)
+
+
+def _reference_configuration(ident: dict, target: dict) -> bool:
+    return ident["strategy"] == REFERENCE and "sync_every" not in ident and (ident["workers"], ident["trainers"]) == (
+        target["reference"]["workers"], target["reference"]["trainers"])
 
 
 def _entry_record(key: str, entry: dict, per_w: dict, score: scoring.EntryScore, name: str, label: str,
@@ -229,7 +233,34 @@ def _entry_record(key: str, entry: dict, per_w: dict, score: scoring.EntryScore,
     }
 
 
-def _rules(resamples: int) -> dict:
+def _claims_against_reference(entries: list[dict]) -> None:
+    """Rules v3: every entry's comparison with the reference, one family corrected together (Benjamini-Hochberg),
+    worded by the rule of comparisons.verdict."""
+    claims = [(e, w) for e in entries if not e["reference"] for w, rec in e["workloads"].items()
+              if rec.get("comparison", {}).get("p_value") is not None]
+    adjusted = comparisons.adjusted_p_values(rec["workloads"][w]["comparison"]["p_value"] for rec, w in claims)
+    for (e, w), p in zip(claims, adjusted):
+        record = e["workloads"][w]
+        record["comparison"].update(adjusted_p_value=p, verdict=comparisons.verdict(record["speedup"]["median"], p))
+
+
+def _rules(resamples: int, version: int = scoring.RULES_VERSION) -> dict:
+    if version == 3:
+        return {"version": 3, "reference": REFERENCE, "target_fraction": scoring.TARGET_FRACTION,
+                "compute_to_target": "first crossing of the curve smoothed by a running median of 3, interpolated",
+                "reached": "a strict majority of the scored seeds reach the target (a missing seed fails)",
+                "speedup": "Hodges-Lehmann over the reference's and the entry's scored runs (both sampled)",
+                "interval": "distribution-free (Moses), inverting the two-sided Mann-Whitney test at 95%",
+                "claims": "Benjamini-Hochberg over the board's comparisons with the reference; 'resolved faster' "
+                          f"or 'resolved slower' at a corrected p < {comparisons.ALPHA}, else 'not resolved'",
+                "final_accuracy": f"mean of the median curve over the last {scoring_v3.FINAL_WINDOW:.0%} of the "
+                                  "budget, percentile bootstrap interval over seeds",
+                "levels": list(scoring_v3.LEVELS), "bands": "the first band whose leader the rank interval reaches",
+                "bootstrap": "each arm resampled on its own (rank intervals, final accuracy)",
+                "bootstrap_resamples": resamples, "bootstrap_seed": scoring_v3.BOOTSTRAP_SEED,
+                "missing_seed": "a failure", "tau_max": scoring.TAU_MAX,
+                "not_reached": "ranked below every entry that reaches the target, by final accuracy / target",
+                "readme": "leaderboard/README.md"}
     return {"version": scoring.RULES_VERSION, "reference": REFERENCE,
             "target_fraction": scoring.TARGET_FRACTION, "tau_max": scoring.TAU_MAX,
             "bootstrap": "paired over the workload's scored seeds", "bootstrap_resamples": resamples,
@@ -250,13 +281,49 @@ def _workload_facts(targets: dict[str, dict], present: set[str]) -> dict:
                 "target_runs_missing": sorted(set(t["run_ids"]) - present)} for w, t in targets.items()}
 
 
+def rules_in_force(targets: dict[str, dict]) -> int:
+    """The rules a board is scored under: those its targets were frozen under (a workload version keeps the
+    rules it was frozen with, so its published board re-scores exactly)."""
+    versions = {int(t.get("rules_version", scoring.RULES_VERSION)) for t in targets.values()} or {scoring.RULES_VERSION}
+    if len(versions) > 1:
+        raise LeaderboardError(f"the targets were frozen under different rules versions ({sorted(versions)}): "
+                               "pass --rules to score them together")
+    return versions.pop()
+
+
+def _reference_arms(runs: "SortedRuns", targets: dict[str, dict], resamples: int) -> dict:
+    """Rules v3: each workload's reference arm, its scored runs (None where the store has none)."""
+    arms = {}
+    for w, t in targets.items():
+        entry = next((e for e in runs.entries.values()
+                      if w in e["runs"] and _reference_configuration(e["identity"], t)), None)
+        arms[w] = None if entry is None else scoring_v3.reference_arm(
+            [scoring.SeedResult(r.run_id, r.seed, r.summary["eval_curve"], r.entropy) for r in entry["runs"][w]],
+            scored_seeds(t), t["target_accuracy"], t["budget"], w, resamples)
+    return arms
+
+
+def _score_workload(key: str, runs: list[RunRecord], workload: str, target: dict, rules: int, arm, draws,
+                    resamples: int) -> scoring.WorkloadScore:
+    """One entry on one workload, under the rules version in force."""
+    seeds = [scoring.SeedResult(r.run_id, r.seed, r.summary["eval_curve"], r.entropy) for r in runs]
+    if rules == 3:
+        return scoring_v3.score_workload(seeds, scored_seeds(target), target["target_accuracy"], target["budget"],
+                                         arm, target["median_best_accuracy"], f"{workload}/{key}", resamples)
+    return scoring.score_workload(seeds, scored_seeds(target), target["target_accuracy"], target["budget"],
+                                  target["reference_compute_to_target"], draws)
+
+
 def build_results(records: list[RunRecord], targets: dict[str, dict], track: str | None = None,
-                  resamples: int = scoring.BOOTSTRAP_RESAMPLES, tracking_uri: str | None = None) -> dict:
+                  resamples: int = scoring.BOOTSTRAP_RESAMPLES, tracking_uri: str | None = None,
+                  rules: int | None = None) -> dict:
     """The whole leaderboard as a dict of plain Python values (never reached: math.inf); every number traces
-    to MLflow run ids."""
+    to MLflow run ids. rules: the version to score under (default: rules_in_force)."""
     workloads = sorted(targets)
+    rules = rules or rules_in_force(targets)
     runs = sort_runs(records, targets, track)
     draws = {w: scoring.seed_draws(w, len(scored_seeds(targets[w])), resamples) for w in workloads}
+    arms = _reference_arms(runs, targets, resamples) if rules == 3 else {}
     ranked, not_ranked = [], []
     for key, entry in sorted(runs.entries.items()):
         missing = [w for w in workloads if w not in entry["runs"]]
@@ -265,24 +332,24 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
                                "reason": f"incomplete: no finished compliant run on {', '.join(missing)}",
                                "run_ids": sorted(r.run_id for rs in entry["runs"].values() for r in rs)})
             continue
-        per_w = {}
-        for w in workloads:
-            t = targets[w]
-            seeds = [scoring.SeedResult(r.run_id, r.seed, r.summary["eval_curve"], r.entropy)
-                     for r in entry["runs"][w]]
-            per_w[w] = scoring.score_workload(seeds, scored_seeds(t), t["target_accuracy"], t["budget"],
-                                              t["reference_compute_to_target"], draws[w])
+        per_w = {w: _score_workload(key, entry["runs"][w], w, targets[w], rules, arms.get(w), draws[w], resamples)
+                 for w in workloads}
         ranked.append((key, entry, per_w))
     not_ranked += _unusable_configurations(runs)
 
     scores = scoring.score_entries([pw for _, _, pw in ranked],
                                    [{w: pw[w].compute_to_target["median"] for w in workloads} for _, _, pw in ranked],
-                                   workloads, resamples)
+                                   workloads, resamples, band_rule=scoring_v3.rank_bands if rules == 3 else None)
+    if rules == 3 and len(workloads) == 1:  # one workload: the entry's interval is its tested two-arm one
+        for score, (_, _, pw) in zip(scores, ranked):
+            score.ci95 = list(pw[workloads[0]].speedup["ci95"])
     names = [e["identity"].get("name", e["identity"]["strategy"]) for _, e, _ in ranked]
     labels = _labels(names, [e["identity"] for _, e, _ in ranked], [key for key, _, _ in ranked])
     entries = [_entry_record(key, entry, per_w, score, name, label, runs, targets)
                for (key, entry, per_w), score, name, label in zip(ranked, scores, names, labels)]
     entries.sort(key=lambda e: (e["rank"], e["band"], -e["performance_profile"], e["label"]))
+    if rules == 3:
+        _claims_against_reference(entries)
     runs.excluded.sort(key=lambda e: (e["workload"], e["strategy"], e["group"],
                                       e["seed"] if e["seed"] is not None else -1, e["run_id"]))
     return plain_values({
@@ -291,7 +358,7 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
         "code_version": code_version(),
         "mlflow": {"tracking_uri": tracking_uri, "experiments": [experiment_name(w) for w in workloads]},
         "track": track,
-        "rules": _rules(resamples),
+        "rules": _rules(resamples, rules),
         "workloads": _workload_facts(targets, {rec.run_id for rec in records}),
         "entries": entries,
         "not_ranked": not_ranked,
@@ -303,7 +370,7 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
 
 
 def score_from_mlflow(workload: str | None = None, track: str | None = None,
-                      targets_dir: Path | None = None) -> dict:
+                      targets_dir: Path | None = None, rules: int | None = None) -> dict:
     if workload:
         targets = {workload: load_target(workload, targets_dir)}
     else:
@@ -317,7 +384,7 @@ def score_from_mlflow(workload: str | None = None, track: str | None = None,
     uri = tracking.tracking_uri()
     with reading_store(uri):
         records = load_runs(None if not workload else [workload])
-    results = build_results(records, targets, track=track, tracking_uri=uri)
+    results = build_results(records, targets, track=track, tracking_uri=uri, rules=rules)
     attach_published_reference(results)
     excluded = {x["run_id"] for x in results["excluded_runs"]}
     resumable = sorted(r.run_id for r in records
@@ -368,16 +435,21 @@ def local_board_dir() -> Path:
 
 
 def build(out_dir: Path | None = None, workload: str | None = None, track: str | None = None,
-          targets_dir: Path | None = None, force: bool = False, highlight: str | None = None) -> dict:
+          targets_dir: Path | None = None, force: bool = False, highlight: str | None = None,
+          rules: int | None = None) -> dict:
     """Write results.json, LEADERBOARD.md and index.html, each atomically, all three rendered from the
     same results before any is written. The default folder is the local board (runs/leaderboard/); the published
     one (leaderboard/) is written only from a store that holds the runs behind its targets, or with force.
-    highlight: the entry the page marks as "yours" (never in results.json, never on the published board)."""
+    highlight: the entry the page marks as "yours" (never in results.json, never on the published board).
+    rules: score under another rules version than the targets' (a preview of a new version; not published)."""
     out_dir = Path(out_dir or local_board_dir())
+    if rules and out_dir.resolve() == LEADERBOARD_DIR.resolve():
+        raise LeaderboardError("the published board is scored under the rules its targets were frozen with: drop "
+                               "--rules, or write the preview elsewhere with --out")
     if highlight and out_dir.resolve() == LEADERBOARD_DIR.resolve():
         raise LeaderboardError("the published board is everyone's: it highlights no entry; build your local board "
                                "with --highlight (drop --publish; it goes to runs/leaderboard/)")
-    results = score_from_mlflow(workload, track, targets_dir)
+    results = score_from_mlflow(workload, track, targets_dir, rules)
     missing = {w: d["target_runs_missing"] for w, d in results["workloads"].items() if d["target_runs_missing"]}
     if missing and not force and out_dir.resolve() == LEADERBOARD_DIR.resolve():
         raise LeaderboardError(

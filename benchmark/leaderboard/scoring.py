@@ -217,17 +217,14 @@ class WorkloadScore:
     boot_reached: np.ndarray = field(repr=False, default=None)
     boot_speedup: np.ndarray = field(repr=False, default=None)
     boot_relative_best: np.ndarray = field(repr=False, default=None)
+    extra: dict = field(default_factory=dict)  # what a later rules version adds (scoring_v3.py)
 
 
 def score_workload(runs: list[SeedResult], scored_seeds: list[int], target: float, budget: float,
                    reference_ctt: float, draws: SeedDraws) -> WorkloadScore:
     """All per-(entry, workload) statistics over the workload's scored seeds. A scored seed without a run
     is a failure: it never reaches the target and its accuracy is 0 at every evaluation. draws: seed_draws."""
-    runs = sorted(runs, key=lambda r: (r.seed, r.run_id))
-    by_seed = {r.seed: r for r in runs}
-    schedule = sorted({float(p["compute"]) for r in runs for p in within_budget(r.curve, budget)}) or [0.0]
-    failure = [{"compute": x, "accuracy": 0.0} for x in schedule]
-    curves = [by_seed[s].curve if s in by_seed else failure for s in scored_seeds]
+    runs, by_seed, schedule, curves = scored_curves(runs, scored_seeds, budget)
     ctt = np.array([compute_to_target(c, target, budget) if s in by_seed else INF
                     for s, c in zip(scored_seeds, curves)])
     # accuracy per (seed, scheduled evaluation); a point some run lacks holds its last value
@@ -242,7 +239,6 @@ def score_workload(runs: list[SeedResult], scored_seeds: list[int], target: floa
     boot_best = np.median(acc[draws.distinct], axis=1).max(axis=1)[draws.which]  # each median curve's maximum
 
     per_seed_speedup = [speedup(reference_ctt, c) for c in ctt[[s in by_seed for s in scored_seeds]]]
-    entropies = [r.entropy for r in runs if r.entropy is not None and math.isfinite(r.entropy)]
     per_run = {}
     for r in runs:
         b, c = best_point(r.curve, budget), compute_to_target(r.curve, target, budget)
@@ -250,20 +246,35 @@ def score_workload(runs: list[SeedResult], scored_seeds: list[int], target: floa
                              "best_accuracy": b["accuracy"], "best_compute": float(b["compute"]),
                              "auc": normalised_auc(r.curve, budget), "final_entropy": r.entropy}
     return WorkloadScore(
-        n_seeds=len(runs), run_ids=[r.run_id for r in runs], seeds=[r.seed for r in runs],
-        missing_seeds=[s for s in scored_seeds if s not in by_seed],
-        reached=bool(math.isfinite(med_ctt)),
+        **curve_fields(runs, curves, scored_seeds, budget), reached=bool(math.isfinite(med_ctt)),
         compute_to_target=summarise(ctt, median_low),
         speedup={**summarise(per_seed_speedup), "median": speedup(reference_ctt, med_ctt),
                  "ci95": list(interval(boot_speedup))},
-        relative_best=best["median"] / target,
-        best_accuracy={k: best[k] for k in ("median", "compute", "q1", "q3", "iqr")},
-        auc=summarise([normalised_auc(c, budget) for c in curves]),
-        pass_at_k_at_best=best["pass_at_k"],
-        final_entropy=median(entropies) if entropies and len(entropies) == n else None,
-        per_run=per_run,
+        relative_best=best["median"] / target, per_run=per_run,
         boot_reached=boot_reached, boot_speedup=boot_speedup, boot_relative_best=boot_best / target,
     )
+
+
+def scored_curves(runs: list[SeedResult], scored_seeds: list[int], budget: float):
+    """(runs in seed order, runs by seed, the evaluation schedule, one curve per scored seed): a scored seed
+    without a run is a failure, its accuracy 0 at every scheduled evaluation."""
+    runs = sorted(runs, key=lambda r: (r.seed, r.run_id))
+    by_seed = {r.seed: r for r in runs}
+    schedule = sorted({float(p["compute"]) for r in runs for p in within_budget(r.curve, budget)}) or [0.0]
+    failure = [{"compute": x, "accuracy": 0.0} for x in schedule]
+    return runs, by_seed, schedule, [by_seed[s].curve if s in by_seed else failure for s in scored_seeds]
+
+
+def curve_fields(runs: list[SeedResult], curves: list[list[dict]], scored_seeds: list[int], budget: float) -> dict:
+    """The WorkloadScore fields every rules version computes alike: which runs, the median curve's best with
+    pass@k there, the AUC, the entropy at the end."""
+    best = median_curve_best(curves, budget)
+    entropies = [r.entropy for r in runs if r.entropy is not None and math.isfinite(r.entropy)]
+    return {"n_seeds": len(runs), "run_ids": [r.run_id for r in runs], "seeds": [r.seed for r in runs],
+            "missing_seeds": [s for s in scored_seeds if s not in {r.seed for r in runs}],
+            "best_accuracy": {k: best[k] for k in ("median", "compute", "q1", "q3", "iqr")},
+            "auc": summarise([normalised_auc(c, budget) for c in curves]), "pass_at_k_at_best": best["pass_at_k"],
+            "final_entropy": median(entropies) if entropies and len(entropies) == len(scored_seeds) else None}
 
 
 def _accuracy_at(curve: list[dict], schedule: list[float], budget: float) -> np.ndarray:
@@ -349,7 +360,7 @@ class EntryScore:
 
 
 def score_entries(per_entry: list[dict[str, WorkloadScore]], medians_ctt: list[dict[str, float]],
-                  workloads: list[str], resamples: int = BOOTSTRAP_RESAMPLES) -> list[EntryScore]:
+                  workloads: list[str], resamples: int = BOOTSTRAP_RESAMPLES, band_rule=None) -> list[EntryScore]:
     """Every entry's score across workloads, ranked together: per_entry[i][w] = score_workload of entry i on w
     (all from the same seed draws, so the bootstrap stays paired across entries)."""
     n, k = len(per_entry), len(workloads)
@@ -369,7 +380,7 @@ def score_entries(per_entry: list[dict[str, WorkloadScore]], medians_ctt: list[d
     boot_speedup_geomean = np.where(boot_tiers == k, boot_values, 0.0)  # (resamples, entries)
     boot_best_geomean = geometric_mean(boot_best)
     profile = performance_profile_scores(dict(enumerate(medians_ctt)), workloads)
-    ranks, intervals, bands = rank_with_confidence(values, boot_values, tiers, boot_tiers)
+    ranks, intervals, bands = rank_with_confidence(values, boot_values, tiers, boot_tiers, band_rule=band_rule)
     return [EntryScore(reached=int(tiers[i]) == k, workloads_reached=int(tiers[i]),
                        speedup_geomean=float(values[i]) if int(tiers[i]) == k else None,
                        ci95=list(interval(boot_speedup_geomean[:, i])),
@@ -410,8 +421,9 @@ def rank_bands(point_ranks, intervals: list[tuple[int, int]]) -> list[int]:
 
 
 def rank_with_confidence(scores: list[float], boot_scores: np.ndarray, tiers=None, boot_tiers=None,
-                         level: float = INTERVAL) -> tuple[list[int], list[tuple[int, int]], list[int]]:
-    """Point ranks, bootstrap rank intervals and rank bands. boot_scores, boot_tiers: (resamples, entries)."""
+                         level: float = INTERVAL, band_rule=None) -> tuple[list[int], list[tuple[int, int]], list[int]]:
+    """Point ranks, bootstrap rank intervals and rank bands (band_rule: a rules version's own, else rank_bands).
+    boot_scores, boot_tiers: (resamples, entries)."""
     point = [int(r) for r in competition_ranks(scores, tiers)]
     if len(scores) == 0:
         return [], [], []
@@ -419,4 +431,4 @@ def rank_with_confidence(scores: list[float], boot_scores: np.ndarray, tiers=Non
     lo = np.quantile(ranks, (1 - level) / 2, axis=0, method="inverted_cdf")
     hi = np.quantile(ranks, (1 + level) / 2, axis=0, method="inverted_cdf")
     intervals = [(int(min(a, p)), int(max(b, p))) for a, b, p in zip(lo, hi, point)]
-    return point, intervals, rank_bands(point, intervals)
+    return point, intervals, (band_rule or rank_bands)(point, intervals)

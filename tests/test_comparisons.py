@@ -1,0 +1,171 @@
+"""Rules version 3's statistics: the two-arm speedup interval holds its coverage, the bands their guarantee."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmark.leaderboard import comparisons, scoring, scoring_v3
+
+ROOT = Path(__file__).resolve().parent.parent
+SIMULATIONS = 2000
+
+
+def reference_log_ctt() -> tuple[float, float]:
+    """Mean and sd of log compute-to-target (rules v3) of the shipped reference runs: the board's scored
+    reference runs and the runs that froze the target. The sd is the larger of theirs and the pooled sd over
+    every shipped entry (scoring_v3's power analysis uses the pooled one)."""
+    target = json.loads((ROOT / "leaderboard/targets/arith-tiny.json").read_text())
+    results = json.loads((ROOT / "leaderboard/results.json").read_text())
+    reference = next(e for e in results["entries"] if e["reference"])["workloads"]["arith-tiny"]
+    logs = []
+    for run_id in [*reference["run_ids"], *target["run_ids"]]:
+        curve = json.loads((ROOT / "leaderboard/runs" / run_id / "summary.json").read_text())["eval_curve"]
+        logs.append(math.log(scoring_v3.compute_to_target(curve, target["target_accuracy"], target["budget"])))
+    return float(np.mean(logs)), max(float(np.std(logs, ddof=1)), 0.0914)
+
+
+def simulate(effect: float, seeds: int, frozen_reference: bool = False, rng_seed: int = 0) -> dict:
+    """Entries drawn from the reference's own run distribution (lognormal at its measured mean and sd),
+    `effect` times faster, scored against a reference arm of as many runs (or, frozen: one constant, the lower
+    median of 4 held-out runs, as rules v2 did)."""
+    mean, sd = reference_log_ctt()
+    rng = np.random.default_rng(rng_seed)
+    above = covered = 0
+    for _ in range(SIMULATIONS):
+        if frozen_reference:
+            reference = np.full(seeds, scoring.median_low(np.exp(rng.normal(mean, sd, 4))))
+        else:
+            reference = np.exp(rng.normal(mean, sd, seeds))
+        entry = np.exp(rng.normal(mean, sd, seeds)) / effect
+        lo, hi = comparisons.speedup_interval(reference, entry)["ci95"]
+        above += lo > 1
+        covered += lo <= effect <= hi
+    return {"above": above / SIMULATIONS, "coverage": covered / SIMULATIONS}
+
+
+def monte_carlo_margin(p: float) -> float:
+    return 2 * math.sqrt(p * (1 - p) / SIMULATIONS)
+
+
+@pytest.mark.parametrize("seeds", [4, 10])
+def test_the_speedup_interval_has_its_stated_false_positive_rate_and_coverage(seeds):
+    null = simulate(1.0, seeds)
+    assert null["above"] <= 0.025 + monte_carlo_margin(0.025), null
+    assert null["coverage"] >= 0.95 - monte_carlo_margin(0.95), null
+    for effect in (1.1, 1.2):
+        shifted = simulate(effect, seeds, rng_seed=1)
+        assert shifted["coverage"] >= 0.95 - monte_carlo_margin(0.95), (effect, shifted)
+        print(f"{seeds} seeds per arm: power to resolve a {effect - 1:.0%} speedup {shifted['above']:.2f}")
+
+
+def test_a_frozen_reference_breaks_the_coverage_the_rules_promise():
+    """The version-2 arrangement (the reference a constant from 4 held-out runs) fails the same check: its own
+    error is left out of every interval."""
+    frozen = simulate(1.0, 10, frozen_reference=True)
+    assert frozen["above"] > 0.025 + monte_carlo_margin(0.025), frozen
+    assert frozen["coverage"] < 0.95 - monte_carlo_margin(0.95), frozen
+
+
+def test_the_interval_order_statistics_match_the_tabled_mann_whitney_critical_values():
+    # Hollander & Wolfe's table, alpha = 0.05 two-sided: lower critical U = 23 for m = n = 10, 64 for 15
+    assert comparisons.moses_rank(10, 10) == 24 and comparisons.moses_rank(15, 15) == 65
+    assert comparisons.moses_rank(2, 2) == 0  # no 95% interval from 2 runs a side
+    counts = comparisons.u_null_counts(4, 3)
+    assert sum(counts) == math.comb(7, 3) and counts == counts[::-1]
+
+
+def test_the_speedup_of_runs_that_never_reach_is_zero_and_the_interval_unbounded_below():
+    reference = [2.6e6, 2.7e6, 2.8e6, 2.9e6]
+    never = comparisons.compare(reference, [math.inf] * 4)
+    assert never["median"] == 0.0 and never["ci95"][0] == 0.0
+    half = comparisons.compare(reference, [1.3e6, 1.4e6, math.inf, math.inf])
+    assert math.isfinite(half["median"]) and half["poi"] == 0.5
+
+
+def test_probability_of_improvement_and_the_wording_rule():
+    assert comparisons.probability_of_improvement([2.0, 2.0], [1.0, 3.0]) == 0.5
+    assert comparisons.probability_of_improvement([2.0], [2.0]) == 0.5
+    assert comparisons.verdict(1.2, 0.01) == "resolved faster"
+    assert comparisons.verdict(0.8, 0.01) == "resolved slower"
+    assert comparisons.verdict(1.2, 0.2) == "not resolved"
+    # exact with ties: 4 runs a side all apart gives the permutation minimum 2/70 (the normal approximation: 0.019)
+    assert comparisons.mann_whitney_p([8, 9, 8, 9], [2, 2, 2, 2]) == pytest.approx(2 / 70)
+    p = comparisons.adjusted_p_values([0.01, 0.04, 0.03])
+    assert p == pytest.approx([0.03, 0.04, 0.04])  # Benjamini-Hochberg
+
+
+# The published board of bdaebf0 (leaderboard/results.json there): rank, rank interval and the v2 band, in
+# board order. prefer_unused (6,2) N=360 sits in band 2 with [1, 4], reaching band 1's leader [1, 1].
+PUBLISHED_BDAEBF0 = [
+    (1, (1, 1), 1), (2, (1, 3), 1), (3, (3, 10), 2), (4, (3, 7), 2), (4, (1, 4), 2), (6, (2, 8), 2), (7, (7, 11), 2),
+    (7, (4, 15), 2), (7, (4, 14), 2), (7, (5, 11), 2), (11, (7, 15), 2), (11, (8, 13), 2), (13, (5, 14), 2),
+    (14, (7, 14), 2), (14, (13, 15), 3), (16, (13, 20), 3), (17, (15, 18), 3), (17, (16, 20), 4), (19, (18, 20), 4),
+    (19, (18, 20), 4), (21, (21, 21), 5), (22, (22, 22), 6),
+]
+
+
+def leaders(ranks, intervals, bands) -> dict[int, tuple[int, int]]:
+    """Each band's leader: its first entry in point-rank order."""
+    out = {}
+    for i in sorted(range(len(ranks)), key=lambda i: (ranks[i], intervals[i])):
+        out.setdefault(bands[i], intervals[i])
+    return out
+
+
+def guarantee_broken(ranks, intervals, bands) -> list[int]:
+    """Entries whose rank interval reaches the leader of a band above theirs."""
+    lead = leaders(ranks, intervals, bands)
+    return [i for i, b in enumerate(bands) if any(intervals[i][0] <= lead[a][1] for a in lead if a < b)]
+
+
+def test_the_published_counterexample_breaks_v2_bands_and_holds_under_v3():
+    ranks = [r for r, _, _ in PUBLISHED_BDAEBF0]
+    intervals = [iv for _, iv, _ in PUBLISHED_BDAEBF0]
+    assert [b for _, _, b in PUBLISHED_BDAEBF0] == scoring.rank_bands(ranks, intervals)
+    assert guarantee_broken(ranks, intervals, scoring.rank_bands(ranks, intervals)) == [4]
+    bands = scoring_v3.rank_bands(ranks, intervals)
+    assert guarantee_broken(ranks, intervals, bands) == []
+    assert bands[4] == 1 and bands[0] == 1 and bands[-1] == max(bands)
+
+
+def test_v3_bands_hold_their_guarantee_on_random_boards():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(1, 25))
+        ranks = sorted(int(r) for r in rng.integers(1, n + 1, n))
+        intervals = [(int(rng.integers(1, r + 1)), int(rng.integers(r, n + 1))) for r in ranks]
+        bands = scoring_v3.rank_bands(ranks, intervals)
+        assert guarantee_broken(ranks, intervals, bands) == []
+        lead = leaders(ranks, intervals, bands)
+        assert sorted(lead) == list(range(1, len(lead) + 1))  # bands numbered from 1 without gaps
+
+
+def test_v3_compute_to_target_ignores_one_noisy_evaluation_and_interpolates():
+    xs = [0, 100, 200, 300, 400, 500]
+    curve = [{"compute": x, "accuracy": a} for x, a in zip(xs, [0.2, 0.4, 0.9, 0.5, 0.7, 0.9])]
+    # v2 takes the spike at 200; smoothed, the curve is 0.2 0.4 0.5 0.7 0.7 0.9 and crosses 0.6 half-way
+    # between 200 and 300
+    assert scoring.compute_to_target(curve, 0.6, 500) == 200
+    assert scoring_v3.compute_to_target(curve, 0.6, 500) == pytest.approx(250)
+    assert scoring_v3.compute_to_target(curve, 0.95, 500) == math.inf
+
+
+def test_the_majority_rule():
+    assert scoring_v3.reaches([1.0, 2.0, math.inf])
+    assert not scoring_v3.reaches([1.0, 2.0, math.inf, math.inf])  # 2 of 4 is not a majority
+    assert scoring_v3.reaches([1.0, 2.0, 3.0, math.inf])
+
+
+def test_final_accuracy_is_the_window_mean_of_the_median_curve_with_an_interval():
+    xs = [0, 25, 50, 75, 80, 90, 100]
+    curves = [[{"compute": x, "accuracy": x / 100 + d} for x in xs] for d in (0.0, 0.02, 0.04)]
+    final = scoring_v3.final_accuracy(curves, 100, key="e")
+    assert final["evaluations"] == 3 and final["window"] == [80, 100]
+    assert final["mean"] == pytest.approx(0.92)
+    assert final["ci95"][0] <= final["mean"] <= final["ci95"][1]
+    assert final == scoring_v3.final_accuracy(curves, 100, key="e")  # deterministic

@@ -169,3 +169,24 @@ def test_final_accuracy_is_the_window_mean_of_the_median_curve_with_an_interval(
     assert final["mean"] == pytest.approx(0.92)
     assert final["ci95"][0] <= final["mean"] <= final["ci95"][1]
     assert final == scoring_v3.final_accuracy(curves, 100, key="e")  # deterministic
+
+
+def test_the_seed_count_of_the_rules_follows_from_the_measured_spread():
+    """The rules' measured spread is the shipped runs' (pooled over entries with 3+ seeds reaching the target),
+    and SCORED_SEEDS is the fewest seeds per arm with power >= 0.8 for the smallest claimed speedup."""
+    target = json.loads((ROOT / "leaderboard/targets/arith-tiny.json").read_text())
+    results = json.loads((ROOT / "leaderboard/results.json").read_text())
+    sum_squares, dof = 0.0, 0
+    for entry in results["entries"]:
+        logs = []
+        for run_id in entry["workloads"]["arith-tiny"]["run_ids"]:
+            curve = json.loads((ROOT / "leaderboard/runs" / run_id / "summary.json").read_text())["eval_curve"]
+            ctt = scoring_v3.compute_to_target(curve, target["target_accuracy"], target["budget"])
+            if math.isfinite(ctt):
+                logs.append(math.log(ctt))
+        if len(logs) >= 3:
+            sum_squares += float(np.var(logs, ddof=1)) * (len(logs) - 1)
+            dof += len(logs) - 1
+    assert round(math.sqrt(sum_squares / dof), 3) == scoring_v3.MEASURED_SD_LOG_CTT
+    sd, effect, seeds = scoring_v3.MEASURED_SD_LOG_CTT, scoring_v3.SMALLEST_CLAIMED_EFFECT, scoring_v3.SCORED_SEEDS
+    assert comparisons.power(sd, seeds, effect) >= scoring_v3.POWER > comparisons.power(sd, seeds - 1, effect)

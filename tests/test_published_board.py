@@ -29,6 +29,14 @@ def test_the_published_board_rebuilds_exactly_from_its_shipped_runs(isolated_run
     assert without_build_line((tmp_path / "board" / "LEADERBOARD.md").read_text()) == \
         without_build_line((LEADERBOARD_DIR / "LEADERBOARD.md").read_text())
 
+    # the same runs under rules v3, as leaderboard/preview-v3/ shows them
+    assert main(["leaderboard", "build", "--rules", "3", "--out", str(tmp_path / "v3")]) == 0
+    preview = json.loads((LEADERBOARD_DIR / "preview-v3" / "results.json").read_text())
+    rescored = json.loads((tmp_path / "v3" / "results.json").read_text())
+    assert preview["rules"]["version"] == 3
+    assert {k: v for k, v in rescored.items() if k not in BUILD_FACTS} == \
+        {k: v for k, v in preview.items() if k not in BUILD_FACTS}
+
 
 def test_the_readmes_results_are_the_published_boards_generated_not_copied():
     from benchmark.leaderboard.files import read_results

@@ -38,8 +38,13 @@ from benchmark.leaderboard.scoring import (
 RULES_VERSION = 3
 LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)  # level sensitivity: targets at these fractions of the reference's best
 FINAL_WINDOW = 0.2  # final accuracy: the evaluations at compute >= (1 - FINAL_WINDOW) x budget
-SMALLEST_CLAIMED_EFFECT = 1.10  # the seed count gives power >= POWER to resolve a speedup this large
+# The seed count, from the power analysis (leaderboard/README.md): the pooled sd of log compute-to-target across
+# seeds, measured under these rules on the shipped v2 runs (11 entries with 3+ seeds reaching, 33 degrees of
+# freedom), and the fewest seeds per arm that resolve SMALLEST_CLAIMED_EFFECT with power POWER (simulated).
+MEASURED_SD_LOG_CTT = 0.091
+SMALLEST_CLAIMED_EFFECT = 1.10
 POWER = 0.8
+SCORED_SEEDS = 17  # per entry, and as many for the reference
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20263
 

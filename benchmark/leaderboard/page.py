@@ -25,6 +25,8 @@ from benchmark.leaderboard.plots import (
 )
 from benchmark.leaderboard.published import shared_path
 from benchmark.leaderboard.render import (
+    FINAL_V3,
+    VERDICT_V3,
     YOURS,
     entry_counts,
     excluded_groups,
@@ -33,6 +35,7 @@ from benchmark.leaderboard.render import (
     highlighted_keys,
     lacks_reference,
     no_verdict_note,
+    ranking_words,
     table_rows,
     title,
 )
@@ -78,7 +81,8 @@ def _numeric_keys(e: dict, workloads: list[str]) -> dict:
 COLUMN_CLASSES = {"band": "band", "rank [95%]": "rank", "entry": "entry", "(W,T)": "split", "seeds": "seeds",
                   "speedup (geo-mean) [95% CI]": "speedup", "perf. profile": "profile",
                   "compute-to-target (median [IQR])": "to-target", "best acc (median curve [IQR])": "best",
-                  "AUC": "auc", "pass@k at best": "pass-k", "entropy": "entropy", "flags": "flags"}
+                  "AUC": "auc", "pass@k at best": "pass-k", "entropy": "entropy", "flags": "flags",
+                  VERDICT_V3: "verdict", FINAL_V3: "final"}
 
 
 def _column_class(header: str) -> str:
@@ -250,11 +254,7 @@ def _ranking_note(results: dict) -> str:
     if lacks_reference(results):  # no verdict the store cannot make: the entries' own numbers only
         return (f'<p class="note"><strong>{_esc(no_verdict_note(results))}.</strong> speedup = the reference\'s '
                 "frozen compute-to-target / the entry's (median over seeds). Click a column header to sort.</p>")
-    return ('<p class="note">speedup = the reference\'s compute-to-target / the entry\'s (median over seeds); '
-            "ranked by it, and below every entry that reaches the target those whose median run does not, by "
-            "best accuracy / target. A new band starts at the first entry separable at 95% from the current "
-            "band's first entry (paired bootstrap over seeds). "
-            "Click a column header to sort.</p>")
+    return f'<p class="note">{_esc(ranking_words(results))}. Click a column header to sort.</p>'
 
 
 def render_html(results: dict, highlight: str | None = None) -> str:

@@ -22,13 +22,14 @@ def format_compute(x) -> str:
     return f"{x / 1e6:.2f}M" if abs(x) >= 1e6 else f"{x / 1e3:.0f}k" if abs(x) >= 1e3 else f"{x:.0f}"
 
 
-def format_score(score: dict) -> str:
-    """The primary score cell: the speedup with its interval, or "not reached" with best accuracy / target."""
+def format_score(score: dict, accuracy: str = "best") -> str:
+    """The primary score cell: the speedup with its interval, or "not reached" with the accuracy that orders the
+    entries that miss the target (rules v2: best, v3: final) / target."""
     if score["reached"]:
         lo, hi = score["ci95"]
         return f"{format_number(score['speedup_geomean'])} [{format_number(lo)}, {format_number(hi)}]"
     lo, hi = score["best_vs_target_ci95"]
-    return f"not reached: best {score['best_vs_target']:.3f}× target [{lo:.3f}, {hi:.3f}]"
+    return f"not reached: {accuracy} {score['best_vs_target']:.3f}× target [{lo:.3f}, {hi:.3f}]"
 
 
 def format_workload_speedup(record: dict) -> str:
@@ -39,7 +40,8 @@ def title(results: dict) -> str:
     ws = ", ".join(f"{w} v{d['version']} (target acc {d['target_accuracy']:.3f})"
                    for w, d in sorted(results["workloads"].items()))
     track = f", track {results['track']}" if results["track"] else ""
-    return f"ReplayBench leaderboard: {ws}{track}"
+    rules = ", scoring rules v3" if results.get("rules", {}).get("version") == 3 else ""
+    return f"ReplayBench leaderboard: {ws}{track}{rules}"
 
 
 def highlighted_keys(results: dict, name: str | None) -> set[str]:
@@ -54,7 +56,9 @@ YOURS = " (yours)"  # the marker of a highlighted entry, in words: it reads with
 WIDE_TABLE = 170  # columns the whole table needs
 NARROW_COLUMNS = ("band", "rank [95%]", "entry", "(W,T)", "speedup (geo-mean) [95% CI]")
 # the columns that order entries against each other: shown only beside the reference
-VERDICT_COLUMNS = ("band", "rank [95%]", "perf. profile")
+VERDICT_V3 = "vs reference (corrected p)"  # rules v3's columns
+FINAL_V3 = "final acc (last 20% [95%])"
+VERDICT_COLUMNS = ("band", "rank [95%]", "perf. profile", VERDICT_V3)
 IMPORT_RUNS = "replaybench leaderboard import-runs"  # loads leaderboard/runs/, the published board's runs
 
 
@@ -94,13 +98,42 @@ def verdict_words(score: dict, reference_present: bool) -> str:
         "holds": "not resolved from it (the interval holds 1)"}[side]
 
 
+def _verdict_cell(record: dict) -> str:
+    c = record.get("comparison") or {}
+    if "verdict" not in c:
+        return "-"
+    return f"{c['verdict']} ({c['adjusted_p_value']:.3f})"
+
+
+def _final_cell(record: dict) -> str:
+    f = record["final_accuracy"]
+    return f"{f['mean']:.3f} [{f['ci95'][0]:.3f}, {f['ci95'][1]:.3f}]"
+
+
+def ranking_words(results: dict) -> str:
+    """How the board is ranked, in the words of its rules version."""
+    if results.get("rules", {}).get("version") == 3:
+        return ("speedup = Hodges-Lehmann over the reference's and the entry's scored runs, with its distribution-"
+                "free 95% interval; the verdict is the comparison with the reference, corrected across the board "
+                "(Benjamini-Hochberg); ranked by the speedup, and below every entry most of whose seeds reach the "
+                "target those that do not, by final accuracy / target; an entry's band is the first whose leader "
+                "its rank interval reaches")
+    return ("speedup = reference compute-to-target / entry's (median over seeds); ranked by it, below it the "
+            "entries whose median run never reaches the target, by best accuracy; a new band starts at the first "
+            "entry separable at 95% from the current band's first (paired bootstrap over seeds)")
+
+
 def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     workloads = sorted(results["workloads"])
     one = workloads[0] if len(workloads) == 1 else None
     header = ["band", "rank [95%]", "entry", "(W,T)", "seeds", "speedup (geo-mean) [95% CI]", "perf. profile"]
+    v3 = results.get("rules", {}).get("version") == 3 and bool(one)  # the comparison's verdict, the final accuracy
     if one:
         header += ["compute-to-target (median [IQR])", "best acc (median curve [IQR])", "AUC", "pass@k at best",
                    "entropy"]
+        if v3:
+            header[6:6] = [VERDICT_V3]
+            header.insert(len(header) - 3, FINAL_V3)
     else:
         header += [f"speedup {w}" for w in workloads]
     header.append("flags")
@@ -111,7 +144,7 @@ def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
         name = e["label"] + (" (reference)" if e["reference"] else "")
         row = [str(e["band"]), f"{e['rank']} [{lo}–{hi}]", name, f"({e['workers']},{e['trainers']})",
                "/".join(str(e["workloads"][w]["n_seeds"]) for w in workloads),
-               format_score(s),
+               format_score(s, "final" if v3 else "best"),
                format_number(e["performance_profile"])]
         if one:
             d = e["workloads"][one]
@@ -121,6 +154,9 @@ def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
                     f"{format_number(d['best_accuracy']['median'])} [{format_number(d['best_accuracy']['q1'])}, "
                     f"{format_number(d['best_accuracy']['q3'])}]",
                     format_number(d["auc"]["median"]), pk or "-", format_number(d["final_entropy"])]
+            if v3:
+                row[6:6] = [_verdict_cell(d)]
+                row.insert(len(row) - 3, _final_cell(d))
         else:
             row += [format_workload_speedup(e["workloads"][w]) for w in workloads]
         row.append("; ".join(e["flags"]))
@@ -189,11 +225,9 @@ def print_leaderboard(results: dict, console=None, highlight: str | None = None)
         header, rows = [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
     elif not console.is_terminal:
         console = Console(file=console.file, width=max(console.width, WIDE_TABLE))  # a file or pipe: one line a row
-    caption = ("speedup = reference compute-to-target / entry's (median over seeds); " + (
-        "the reference's runs are not in this store, so no entry is ranked" if lacks_reference(results) else
-        "ranked by it, below it the entries whose median run never reaches the target, by best accuracy; a new "
-        "band starts at the first entry separable at 95% from the current band's first (paired bootstrap over "
-        "seeds)"))
+    caption = ("speedup = reference compute-to-target / entry's (median over seeds); "
+               "the reference's runs are not in this store, so no entry is ranked" if lacks_reference(results)
+               else ranking_words(results))
     table = Table(title=title(results), caption=caption)
     for col in header:
         table.add_column(col, justify="left" if col in ("entry", "flags") else "right")

@@ -630,5 +630,10 @@ def test_rules_v3_compare_two_samples_and_record_what_a_reviewer_needs():
     assert fast["interval_method"].startswith("Hodges-Lehmann")
     entry = next(e for e in results["entries"] if e["strategy"] == "fast")
     assert entry["score"]["ci95"] == fast["speedup"]["ci95"]  # one workload: the tested interval itself
+    # one family of claims, corrected together: each entry against the reference, each carrying its runs
+    claims = {(c["first"], c["second"]): c for c in results["claims"]}
+    assert set(claims) == {("fast", "on_policy"), ("half", "on_policy")}
+    assert claims[("fast", "on_policy")]["adjusted_p_value"] == fast["comparison"]["adjusted_p_value"]
+    assert claims[("fast", "on_policy")]["first_run_ids"] == fast["run_ids"]
     # the same runs under the rules their target was frozen with (v2: no rules_version recorded) score as before
     assert build_results(records, {WORKLOAD: target}, resamples=200)["rules"]["version"] == 2

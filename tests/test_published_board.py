@@ -48,6 +48,22 @@ def test_the_readmes_results_are_the_published_boards_generated_not_copied():
     assert block.strip() == readme_results(read_results(LEADERBOARD_DIR / "results.json")).strip()
 
 
+def test_the_v3_previews_findings_are_generated_from_its_results_with_every_claim_corrected():
+    from benchmark.leaderboard.files import read_results
+    from benchmark.leaderboard.findings import findings_block, read_calibrations
+
+    preview = LEADERBOARD_DIR / "preview-v3"
+    results = read_results(preview / "results.json")
+    text = (preview / "FINDINGS.md").read_text()
+    assert text.endswith(findings_block(results, read_calibrations(LEADERBOARD_DIR), "../"))
+    words = {"resolved faster", "resolved slower", "not resolved"}
+    assert results["claims"] and all(c["verdict"] in words and c["adjusted_p_value"] >= c["p_value"]
+                                     for c in results["claims"])
+    for c in results["claims"]:  # every claim in the findings' table names its verdict with its corrected p
+        if c["second"] != "on_policy":
+            assert f"{c['verdict']} (corrected p {c['adjusted_p_value']:.3f}" in text
+
+
 def test_the_findings_are_the_published_boards_generated_not_copied():
     from benchmark.leaderboard.files import read_results
     from benchmark.leaderboard.findings import FINDINGS_END, FINDINGS_START, read_calibrations, with_findings

@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import math
+import os
 import re
 from pathlib import Path
 
@@ -21,9 +23,9 @@ from benchmark.leaderboard.compliance import (
     open_track_choices,
 )
 from benchmark.leaderboard.files import json_values, plain_values, write_atomic
-from benchmark.leaderboard.findings import read_calibrations, with_findings
+from benchmark.leaderboard.findings import claimed_pairs, findings_block, read_calibrations, with_findings
 from benchmark.leaderboard.page import render_html
-from benchmark.leaderboard.render import render_markdown, with_readme_results
+from benchmark.leaderboard.render import render_markdown, title, with_readme_results
 from benchmark.leaderboard.store import RunRecord, load_runs, reading_store
 from benchmark.leaderboard.targets import REFERENCE, TARGETS_DIR, available_targets, load_target
 from benchmark.paths import LEADERBOARD_DIR
@@ -233,15 +235,37 @@ def _entry_record(key: str, entry: dict, per_w: dict, score: scoring.EntryScore,
     }
 
 
-def _claims_against_reference(entries: list[dict]) -> None:
-    """Rules v3: every entry's comparison with the reference, one family corrected together (Benjamini-Hochberg),
-    worded by the rule of comparisons.verdict."""
-    claims = [(e, w) for e in entries if not e["reference"] for w, rec in e["workloads"].items()
-              if rec.get("comparison", {}).get("p_value") is not None]
-    adjusted = comparisons.adjusted_p_values(rec["workloads"][w]["comparison"]["p_value"] for rec, w in claims)
-    for (e, w), p in zip(claims, adjusted):
-        record = e["workloads"][w]
-        record["comparison"].update(adjusted_p_value=p, verdict=comparisons.verdict(record["speedup"]["median"], p))
+def _claims(results: dict) -> list[dict]:
+    """Rules v3: every comparison the board and its findings make, each entry with the reference and each pair of
+    entries the findings compare, tested (Mann-Whitney) and corrected together as one family (Benjamini-Hochberg),
+    worded by comparisons.verdict. The entries' own comparison records get their corrected p and verdict."""
+    entries = results["entries"]
+    reference = next((e for e in entries if e["reference"]), None)
+    pairs = [(e, reference) for e in entries if reference is not None and e is not reference]
+    pairs += [(x, y) for x, y in claimed_pairs(results) if not (x["reference"] or y["reference"])]
+    claims = []
+    for w in results["workloads"]:
+        for first, second in pairs:
+            a, b = first["workloads"][w], second["workloads"][w]
+            compared = comparisons.compare(_scored_ctt(b), _scored_ctt(a))
+            claims.append({"first": first["label"], "second": second["label"], "workload": w,
+                           "speedup": compared["median"] if a["reached"] else 0.0, "ci95": compared["ci95"],
+                           "p_value": compared["p_value"], "poi": compared["poi"],
+                           "first_run_ids": a["run_ids"], "second_run_ids": b["run_ids"]})
+    for claim, p in zip(claims, comparisons.adjusted_p_values(c["p_value"] for c in claims)):
+        claim.update(adjusted_p_value=p, verdict=comparisons.verdict(claim["speedup"], p))
+    with_reference = {(c["first"], c["workload"]): c for c in claims if reference and c["second"] == reference["label"]}
+    for e in entries:
+        for w, record in e["workloads"].items():
+            if (e["label"], w) in with_reference:
+                c = with_reference[(e["label"], w)]
+                record["comparison"].update(adjusted_p_value=c["adjusted_p_value"], verdict=c["verdict"])
+    return claims
+
+
+def _scored_ctt(record: dict) -> list[float]:
+    """An entry's compute-to-target per scored seed: its runs', and inf for each missing seed (a failure)."""
+    return [r["compute_to_target"] for r in record["per_run"].values()] + [math.inf] * len(record["missing_seeds"])
 
 
 def _rules(resamples: int, version: int = scoring.RULES_VERSION) -> dict:
@@ -348,11 +372,10 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
     entries = [_entry_record(key, entry, per_w, score, name, label, runs, targets)
                for (key, entry, per_w), score, name, label in zip(ranked, scores, names, labels)]
     entries.sort(key=lambda e: (e["rank"], e["band"], -e["performance_profile"], e["label"]))
-    if rules == 3:
-        _claims_against_reference(entries)
+
     runs.excluded.sort(key=lambda e: (e["workload"], e["strategy"], e["group"],
                                       e["seed"] if e["seed"] is not None else -1, e["run_id"]))
-    return plain_values({
+    results = plain_values({
         "schema": SCHEMA,
         "generated": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
         "code_version": code_version(),
@@ -367,6 +390,9 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
         "unscored_workloads": {w: {"runs": n, "fix": f"replaybench leaderboard freeze-target --workload {w}"}
                                for w, n in sorted(runs.unscored.items())},
     })
+    if rules == 3:
+        results["claims"] = _claims(results)
+    return results
 
 
 def score_from_mlflow(workload: str | None = None, track: str | None = None,
@@ -477,6 +503,11 @@ def build(out_dir: Path | None = None, workload: str | None = None, track: str |
     readme = out_dir.parent / "README.md"  # the checkout's, beside its published board
     if published and readme.is_file():  # and the README's results, generated from the same results
         files[readme] = with_readme_results(readme.read_text(), results)
+    if results["rules"]["version"] == 3 and not published:  # a preview's findings, beside it
+        files[out_dir / "FINDINGS.md"] = (
+            f"# Findings under scoring rules v3 ({title(results)})\n\n"
+            + findings_block(results, read_calibrations(LEADERBOARD_DIR),
+                             os.path.relpath(LEADERBOARD_DIR, out_dir.resolve()) + "/"))
     findings = out_dir.parent / "docs" / "findings.md"  # the papers' findings beside the same results
     if published and findings.is_file():
         files[findings] = with_findings(findings.read_text(), results, read_calibrations(out_dir))

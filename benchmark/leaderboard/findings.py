@@ -48,6 +48,7 @@ def direction(values) -> str:
 class Board:
     results: dict
     calibrations: dict  # file name -> its content, None when the folder lacks it
+    to_leaderboard: str = "../leaderboard/"  # the leaderboard folder, relative to the findings' file
 
     @property
     def workload(self) -> str:  # the CPU tier's board scores one workload
@@ -59,6 +60,19 @@ class Board:
 
     def reference(self) -> dict:
         return next(e for e in self.results["entries"] if e["reference"])
+
+    @property
+    def v3(self) -> bool:  # rules v3: claims tested and corrected together (results["claims"])
+        return self.results.get("rules", {}).get("version") == 3
+
+    def claim(self, first: dict, second: dict) -> dict | None:
+        return next((c for c in self.results.get("claims", []) if c["workload"] == self.workload
+                     and (c["first"], c["second"]) == (first["label"], second["label"])), None)
+
+
+def worded(claim: dict) -> str:
+    """A v3 claim as the wording rule has it, with its corrected p-value and probability of improvement."""
+    return f"{claim['verdict']} (corrected p {claim['adjusted_p_value']:.3f}, PoI {claim['poi']:.2f})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,8 +128,10 @@ class Card:
             return self.pick.missing()
         w, entries, s = board.workload, board.results["entries"], e["score"]
         d = e["workloads"][w]
+        against = board.claim(e, board.reference()) if board.v3 and not e["reference"] else None
         out = [f"`{e['label']}`" + (" (the reference)" if e["reference"] else "") + f": speedup {speedup(e)}"
-               + (f", {against_one(s['ci95'])}" if s["reached"] else "")]
+               + (f", {worded(against)} against the reference" if against else
+                  f", {against_one(s['ci95'])}" if s["reached"] and not board.v3 else "")]
         band = f"band {e['band']} of {max(x['band'] for x in entries)}"
         lo, hi = e["rank_interval"]
         out.append(band + ("" if e["reference"] else f" (the reference's: {board.reference()['band']})")
@@ -152,12 +168,19 @@ class Compare:
             if ex is None or ey is None:
                 rows.append((x if ex is None else y).missing())
                 continue
+            same = " ".join(v for k, v in x.parts().items() if k not in differs and v)
+            claim = board.claim(ex, ey) if board.v3 else None
+            if claim:
+                verdicts.append(claim["verdict"])
+                rows.append(f"{same}: {claim['speedup']:.2f} [{claim['ci95'][0]:.2f}, {claim['ci95'][1]:.2f}] times "
+                            f"as fast, {worded(claim)}")
+                continue
             verdict = between(first, ex["score"]["ci95"], second, ey["score"]["ci95"])
             verdicts.append(verdict)
-            same = " ".join(v for k, v in x.parts().items() if k not in differs and v)
             rows.append(f"{same}: {speedup(ex)} against {speedup(ey)}, {verdict}")
-        tally = ", ".join(f"{v} at {verdicts.count(v)} of {len(verdicts)}" for v in (
-            f"disjoint ({first} above)", f"disjoint ({second} above)", "overlapping: not resolved") if v in verdicts)
+        kinds = ("resolved faster", "resolved slower", "not resolved") if board.v3 else (
+            f"disjoint ({first} above)", f"disjoint ({second} above)", "overlapping: not resolved")
+        tally = ", ".join(f"{v} at {verdicts.count(v)} of {len(verdicts)}" for v in kinds if v in verdicts)
         return f"{first} against {second}, speedups: {tally}. " + "; ".join(rows)
 
 
@@ -201,6 +224,10 @@ class AboveOne:
     """Every entry whose speedup interval is above 1, as the rule finds them on the board."""
 
     def render(self, board: Board) -> str:
+        if board.v3:
+            faster = [f"`{e['label']}` {speedup(e)}" for e in board.results["entries"] if not e["reference"]
+                      and (board.claim(e, board.reference()) or {}).get("verdict") == "resolved faster"]
+            return "resolved faster than the reference (corrected) on this board: " + (", ".join(faster) or "none")
         found = [f"`{e['label']}` {speedup(e)}" for e in board.results["entries"]
                  if e["score"]["reached"] and against_one(e["score"]["ci95"]) == "interval above 1"]
         return "speedup interval above 1 on this board: " + (", ".join(found) or "none")
@@ -259,7 +286,7 @@ class Params:
         chosen = {**e["params"], **e["open_track"]}
         per_run = e["workloads"][board.workload]["per_run"]
         folder = board.results.get("runs_folder", "runs")
-        links = ", ".join(f"[seed {r['seed']}](../leaderboard/{folder}/{run_id}/summary.json)"
+        links = ", ".join(f"[seed {r['seed']}]({board.to_leaderboard}{folder}/{run_id}/summary.json)"
                           for run_id, r in sorted(per_run.items(), key=lambda kv: kv[1]["seed"]))
         return (f"`{e['label']}` ran with " + ", ".join(f"{k} {v}" for k, v in chosen.items())
                 + f" (their meaning: [baselines/README.md](../baselines/README.md)); {self.in_summaries} each run's "
@@ -309,11 +336,28 @@ CLAIMS = (
 )
 
 
-def findings_block(results: dict, calibrations: dict) -> str:
-    """The generated part of docs/findings.md: how to read it, then one row per claim."""
-    board = Board(results, calibrations)
+def claimed_pairs(results: dict) -> list[tuple[dict, dict]]:
+    """Every pair of board entries the findings compare (the Compare parts of CLAIMS), as the board holds them:
+    rules v3 tests each pair and corrects them together with the board's comparisons with the reference."""
+    board, pairs = Board(results, {}), []
+    for claim in CLAIMS:
+        for part in claim.measured:
+            if isinstance(part, Compare):
+                for x, y in part.pairs:
+                    ex, ey = board.entry(x), board.entry(y)
+                    if ex is not None and ey is not None:
+                        pairs.append((ex, ey))
+    return pairs
+
+
+def findings_block(results: dict, calibrations: dict, to_leaderboard: str = "../leaderboard/") -> str:
+    """The generated part of docs/findings.md: how to read it, then one row per claim. to_leaderboard: the
+    leaderboard folder relative to the file it goes into."""
+    board = Board(results, calibrations, to_leaderboard)
     w = results["workloads"][board.workload]
     seeds = sorted({s for c in calibrations.values() if c for s in c["seeds"]})
+    if board.v3:
+        return _v3_block(board, calibrations)
     out = [f"The board of {results['generated'][:10]} ([LEADERBOARD.md](../leaderboard/LEADERBOARD.md); the run ids "
            "behind each number in `leaderboard/results.json`), scored seeds "
            f"{', '.join(map(str, w['scored_seeds']))}. A speedup is the reference's compute to the target over "
@@ -327,6 +371,22 @@ def findings_block(results: dict, calibrations: dict) -> str:
            + " (`leaderboard/calibration.json`, `leaderboard/calibration_buffer_size.json`): two seeds, a "
            "direction, not an interval.", "",
            f"| the paper | the CPU tier ({board.workload} v{w['version']}) |", "|---|---|"]
+    out += [f"| {c.paper} | " + PART_BREAK.join(part.render(board).replace("|", "\\|") for part in c.measured)
+            + " |" for c in CLAIMS]
+    return "\n".join(out) + "\n"
+
+
+def _v3_block(board: Board, calibrations: dict) -> str:
+    w = board.results["workloads"][board.workload]
+    out = [f"The board of {board.results['generated'][:10]} under scoring rules v3 (LEADERBOARD.md beside it; the run "
+           f"ids behind each number in its `results.json`, and every claim below in its `claims`), scored seeds "
+           f"{', '.join(map(str, w['scored_seeds']))}. A speedup is the Hodges-Lehmann estimate over the two arms' "
+           "scored runs with its distribution-free 95% interval [low, high]. Every comparison here and on the board "
+           "(each entry with the reference, each pair below) is tested by Mann-Whitney and corrected together "
+           "(Benjamini-Hochberg); the wording rule: \"resolved faster\" or \"resolved slower\" at a corrected "
+           "p below 0.05, else \"not resolved\"; PoI is the probability that a run of the first reaches the "
+           "target with less compute than a run of the second. The calibration rows are two seeds, a direction, "
+           "not an interval.", "", f"| the paper | the CPU tier ({board.workload} v{w['version']}) |", "|---|---|"]
     out += [f"| {c.paper} | " + PART_BREAK.join(part.render(board).replace("|", "\\|") for part in c.measured)
             + " |" for c in CLAIMS]
     return "\n".join(out) + "\n"

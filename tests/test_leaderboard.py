@@ -630,6 +630,9 @@ def test_rules_v3_compare_two_samples_and_record_what_a_reviewer_needs():
     assert fast["interval_method"].startswith("Hodges-Lehmann")
     entry = next(e for e in results["entries"] if e["strategy"] == "fast")
     assert entry["score"]["ci95"] == fast["speedup"]["ci95"]  # one workload: the tested interval itself
+    page = render_html(results)  # the level sensitivity is on the page, a column per level
+    assert "speedup by target level" in page and all(f"<th scope=\"col\">{lv:.0%}</th>" in page
+                                                      for lv in (0.5, 0.6, 0.7, 0.8, 0.9, 0.95))
     # one family of claims, corrected together: each entry against the reference, each carrying its runs
     claims = {(c["first"], c["second"]): c for c in results["claims"]}
     assert set(claims) == {("fast", "on_policy"), ("half", "on_policy")}

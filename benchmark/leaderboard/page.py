@@ -250,6 +250,28 @@ details summary { cursor: pointer; margin: 0.5rem 0; }
 """
 
 
+def _level_table(results: dict, workload: str) -> str:
+    """Rules v3: each entry's speedup and interval at targets of each level x the reference's best accuracy
+    ("not reached" where most of its seeds miss that level)."""
+    entries = [e for e in results["entries"] if e["workloads"][workload].get("level_sensitivity")]
+    if not entries:
+        return ""
+    levels = [lv["level"] for lv in entries[0]["workloads"][workload]["level_sensitivity"]]
+    head = "".join(f'<th scope="col">{level:.0%}</th>' for level in levels)
+    rows = []
+    for e in entries:
+        cells = "".join(
+            f"<td>{lv['speedup']:.2f} [{lv['ci95'][0]:.2f}, {lv['ci95'][1]:.2f}]</td>" if lv["reached"]
+            else "<td>not reached</td>" for lv in e["workloads"][workload]["level_sensitivity"])
+        rows.append(f"<tr><td>{_esc(e['label'])}</td>{cells}</tr>")
+    return (f'<h3 id="levels-{_esc(workload)}">{_esc(workload)}: speedup by target level</h3>'
+            '<p class="note">The speedup and its interval with the target at each fraction of the reference\'s '
+            "best accuracy (the board's target is 98%): a verdict that holds at one level only depends on the "
+            "target.</p>"
+            f'<div class="scroll"><table class="levels"><thead><tr><th scope="col">entry</th>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
+
+
 def _ranking_note(results: dict) -> str:
     if lacks_reference(results):  # no verdict the store cannot make: the entries' own numbers only
         return (f'<p class="note"><strong>{_esc(no_verdict_note(results))}.</strong> speedup = the reference\'s '
@@ -274,6 +296,7 @@ def render_html(results: dict, highlight: str | None = None) -> str:
              f"Rules: {_rules_link(results)}.</p>",
              "<h2>Ranking</h2>", _ranking_note(results),
              f'<div class="scroll">{_ranking_table(results, mine)}</div>']
+    parts += [_level_table(results, w) for w in workloads if results["rules"].get("version") == 3]
     if len(workloads) > 1:
         parts.append('<p class="note">Plots per workload: ' + " · ".join(
             f'<a href="#workload-{_esc(w)}">{_esc(w)}</a>' for w in workloads) + ".</p>")

@@ -620,10 +620,11 @@ def test_rules_v3_compare_two_samples_and_record_what_a_reviewer_needs():
     assert half["majority"]["reached"] is False and half["speedup"]["median"] == 0.0  # 2 of 4 is no majority
     assert reference["speedup"]["median"] == 1.0 and "comparison" not in reference or \
         "verdict" not in reference["comparison"]
-    # 4 against 4: the smallest two-sided p is 2/70, and corrected over the board's two claims it stays above 0.05
-    assert fast["comparison"]["p_value"] == pytest.approx(2 / 70, abs=1e-3)
-    assert fast["comparison"]["adjusted_p_value"] >= fast["comparison"]["p_value"]
-    assert fast["comparison"]["verdict"] == "not resolved" and fast["comparison"]["poi"] == 1.0
+    # 4 against 4, all apart: the smallest two-sided p, 2/70; the verdict follows the corrected one
+    assert fast["comparison"]["p_value"] == pytest.approx(2 / 70, abs=1e-3) and fast["comparison"]["poi"] == 1.0
+    adjusted = fast["comparison"]["adjusted_p_value"]
+    assert adjusted >= fast["comparison"]["p_value"]
+    assert fast["comparison"]["verdict"] == ("resolved faster" if adjusted < 0.05 else "not resolved")
     assert [lv["level"] for lv in fast["level_sensitivity"]] == [0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
     assert all(lv["speedup"] > 1 for lv in fast["level_sensitivity"] if lv["reached"])
     assert fast["final_accuracy"]["mean"] == pytest.approx(0.5) and fast["seeds_scored"] == 4
@@ -634,9 +635,18 @@ def test_rules_v3_compare_two_samples_and_record_what_a_reviewer_needs():
     assert "speedup by target level" in page and all(f"<th scope=\"col\">{lv:.0%}</th>" in page
                                                       for lv in (0.5, 0.6, 0.7, 0.8, 0.9, 0.95))
     # one family of claims, corrected together: each entry against the reference, each carrying its runs
-    claims = {(c["first"], c["second"]): c for c in results["claims"]}
-    assert set(claims) == {("fast", "on_policy"), ("half", "on_policy")}
-    assert claims[("fast", "on_policy")]["adjusted_p_value"] == fast["comparison"]["adjusted_p_value"]
-    assert claims[("fast", "on_policy")]["first_run_ids"] == fast["run_ids"]
+    from benchmark.leaderboard.comparisons import oriented
+
+    assert len(results["claims"]) == 3  # every pair of the 3 entries, once
+    against = oriented(results["claims"], "fast", "on_policy", WORKLOAD)
+    assert against["adjusted_p_value"] == fast["comparison"]["adjusted_p_value"]
+    assert against["first_run_ids"] == fast["run_ids"] and against["speedup"] == fast["speedup"]["median"]
+    turned = oriented(results["claims"], "on_policy", "fast", WORKLOAD)
+    assert turned["speedup"] == pytest.approx(1 / against["speedup"]) and turned["poi"] == 1 - against["poi"]
+    # a rank interval reaches from 1 + the entries resolved faster to the size less those resolved slower
+    for e in results["entries"]:
+        verdicts = [oriented(results["claims"], x["label"], e["label"], WORKLOAD)["verdict"]
+                    for x in results["entries"] if x is not e]
+        assert e["rank_interval"] == [1 + verdicts.count("resolved faster"), 3 - verdicts.count("resolved slower")]
     # the same runs under the rules their target was frozen with (v2: no rules_version recorded) score as before
     assert build_results(records, {WORKLOAD: target}, resamples=200)["rules"]["version"] == 2

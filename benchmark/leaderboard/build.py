@@ -23,7 +23,7 @@ from benchmark.leaderboard.compliance import (
     open_track_choices,
 )
 from benchmark.leaderboard.files import json_values, plain_values, write_atomic
-from benchmark.leaderboard.findings import claimed_pairs, findings_block, read_calibrations, with_findings
+from benchmark.leaderboard.findings import findings_block, read_calibrations, with_findings
 from benchmark.leaderboard.page import render_html
 from benchmark.leaderboard.render import render_markdown, title, with_readme_results
 from benchmark.leaderboard.store import RunRecord, load_runs, reading_store
@@ -236,31 +236,48 @@ def _entry_record(key: str, entry: dict, per_w: dict, score: scoring.EntryScore,
 
 
 def _claims(results: dict) -> list[dict]:
-    """Rules v3: every comparison the board and its findings make, each entry with the reference and each pair of
-    entries the findings compare, tested (Mann-Whitney) and corrected together as one family (Benjamini-Hochberg),
-    worded by comparisons.verdict. The entries' own comparison records get their corrected p and verdict."""
+    """Rules v3: every comparison the board makes, each pair of ranked entries on each workload (the findings'
+    pairs and each entry against the reference among them), tested (Mann-Whitney) and corrected together as one
+    family (Benjamini-Hochberg), worded by comparisons.verdict; a pair is held once, the entry above on the board
+    first. The entries' own comparison records get their corrected p and verdict against the reference, and on a
+    one-workload board their rank intervals come from these verdicts."""
     entries = results["entries"]
-    reference = next((e for e in entries if e["reference"]), None)
-    pairs = [(e, reference) for e in entries if reference is not None and e is not reference]
-    pairs += [(x, y) for x, y in claimed_pairs(results) if not (x["reference"] or y["reference"])]
     claims = []
     for w in results["workloads"]:
-        for first, second in pairs:
-            a, b = first["workloads"][w], second["workloads"][w]
-            compared = comparisons.compare(_scored_ctt(b), _scored_ctt(a))
-            claims.append({"first": first["label"], "second": second["label"], "workload": w,
-                           "speedup": compared["median"] if a["reached"] else 0.0, "ci95": compared["ci95"],
-                           "p_value": compared["p_value"], "poi": compared["poi"],
-                           "first_run_ids": a["run_ids"], "second_run_ids": b["run_ids"]})
+        for i, first in enumerate(entries):
+            for second in entries[i + 1:]:
+                a, b = first["workloads"][w], second["workloads"][w]
+                compared = comparisons.compare(_scored_ctt(b), _scored_ctt(a))
+                claims.append({"first": first["label"], "second": second["label"], "workload": w,
+                               "speedup": compared["median"] if a["reached"] else 0.0, "ci95": compared["ci95"],
+                               "p_value": compared["p_value"], "poi": compared["poi"],
+                               "first_run_ids": a["run_ids"], "second_run_ids": b["run_ids"]})
     for claim, p in zip(claims, comparisons.adjusted_p_values(c["p_value"] for c in claims)):
         claim.update(adjusted_p_value=p, verdict=comparisons.verdict(claim["speedup"], p))
-    with_reference = {(c["first"], c["workload"]): c for c in claims if reference and c["second"] == reference["label"]}
+    reference = next((e for e in entries if e["reference"]), None)
     for e in entries:
         for w, record in e["workloads"].items():
-            if (e["label"], w) in with_reference:
-                c = with_reference[(e["label"], w)]
+            c = reference and e is not reference and comparisons.oriented(claims, e["label"], reference["label"], w)
+            if c:
                 record["comparison"].update(adjusted_p_value=c["adjusted_p_value"], verdict=c["verdict"])
+    if len(results["workloads"]) == 1:
+        _ranks_from_claims(entries, claims)
     return claims
+
+
+def _ranks_from_claims(entries: list[dict], claims: list[dict]) -> None:
+    """Rules v3, one workload: an entry's rank interval runs from 1 + the entries resolved faster than it to the
+    board's size less those it is resolved faster than, so a difference the claims do not resolve never reads as
+    an order; bands follow from these intervals."""
+    faster = {(c["first"], c["second"]) for c in claims if c["verdict"] == "resolved faster"}
+    faster |= {(c["second"], c["first"]) for c in claims if c["verdict"] == "resolved slower"}
+    for e in entries:
+        above = sum((x["label"], e["label"]) in faster for x in entries)
+        below = sum((e["label"], x["label"]) in faster for x in entries)
+        e["rank_interval"] = [min(1 + above, e["rank"]), max(len(entries) - below, e["rank"])]
+    for e, band in zip(entries, scoring_v3.rank_bands([e["rank"] for e in entries],
+                                                      [tuple(e["rank_interval"]) for e in entries])):
+        e["band"] = band
 
 
 def _scored_ctt(record: dict) -> list[float]:
@@ -275,7 +292,7 @@ def _rules(resamples: int, version: int = scoring.RULES_VERSION) -> dict:
                 "reached": "a strict majority of the scored seeds reach the target (a missing seed fails)",
                 "speedup": "Hodges-Lehmann over the reference's and the entry's scored runs (both sampled)",
                 "interval": "distribution-free (Moses), inverting the two-sided Mann-Whitney test at 95%",
-                "claims": "Benjamini-Hochberg over the board's comparisons with the reference; 'resolved faster' "
+                "claims": "every pair of ranked entries, Benjamini-Hochberg over all of them; 'resolved faster' "
                           f"or 'resolved slower' at a corrected p < {comparisons.ALPHA}, else 'not resolved'",
                 "final_accuracy": f"mean of the median curve over the last {scoring_v3.FINAL_WINDOW:.0%} of the "
                                   "budget, percentile bootstrap interval over seeds",

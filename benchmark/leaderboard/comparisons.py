@@ -120,6 +120,28 @@ def adjusted_p_values(p_values) -> list[float]:
     return [] if p.size == 0 else [float(v) for v in stats.false_discovery_control(p, method="bh")]
 
 
+def oriented(claims: list[dict], first: str, second: str, workload: str) -> dict | None:
+    """The claim about `first` against `second` on `workload`, whichever way round it is held (turned round: the
+    speedup and its interval inverted, the probability of improvement complemented, faster and slower swapped)."""
+    for c in claims:
+        if c["workload"] != workload:
+            continue
+        if (c["first"], c["second"]) == (first, second):
+            return c
+        if (c["first"], c["second"]) == (second, first):
+            lo, hi = c["ci95"]
+            swap = {"resolved faster": "resolved slower", "resolved slower": "resolved faster"}
+            return {**c, "first": first, "second": second, "first_run_ids": c["second_run_ids"],
+                    "second_run_ids": c["first_run_ids"], "speedup": _inverse(c["speedup"]),
+                    "ci95": [_inverse(hi), _inverse(lo)], "poi": 1 - c["poi"],
+                    "verdict": swap.get(c["verdict"], c["verdict"])}
+    return None
+
+
+def _inverse(x: float) -> float:
+    return math.inf if x == 0 else 1 / x
+
+
 def verdict(speedup: float, adjusted_p: float, alpha: float = ALPHA) -> str:
     """The wording rule: a claim is resolved only when its corrected p-value is below alpha."""
     if adjusted_p < alpha and speedup > 1:

@@ -10,6 +10,7 @@ import dataclasses
 import math
 from pathlib import Path
 
+from benchmark.leaderboard.comparisons import oriented
 from benchmark.leaderboard.files import read_results
 from benchmark.leaderboard.render import format_compute, format_score, replace_between, side_of_one
 
@@ -66,8 +67,7 @@ class Board:
         return self.results.get("rules", {}).get("version") == 3
 
     def claim(self, first: dict, second: dict) -> dict | None:
-        return next((c for c in self.results.get("claims", []) if c["workload"] == self.workload
-                     and (c["first"], c["second"]) == (first["label"], second["label"])), None)
+        return oriented(self.results.get("claims", []), first["label"], second["label"], self.workload)
 
 
 def worded(claim: dict) -> str:
@@ -334,20 +334,6 @@ CLAIMS = (
     Claim("(a control, not in the paper) training forever on the first N rollouts",
           (Card(Pick("oldest_first", (5, 3), 90)),)),
 )
-
-
-def claimed_pairs(results: dict) -> list[tuple[dict, dict]]:
-    """Every pair of board entries the findings compare (the Compare parts of CLAIMS), as the board holds them:
-    rules v3 tests each pair and corrects them together with the board's comparisons with the reference."""
-    board, pairs = Board(results, {}), []
-    for claim in CLAIMS:
-        for part in claim.measured:
-            if isinstance(part, Compare):
-                for x, y in part.pairs:
-                    ex, ey = board.entry(x), board.entry(y)
-                    if ex is not None and ey is not None:
-                        pairs.append((ex, ey))
-    return pairs
 
 
 def findings_block(results: dict, calibrations: dict, to_leaderboard: str = "../leaderboard/") -> str:

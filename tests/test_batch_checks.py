@@ -245,3 +245,25 @@ def test_staleness_and_steps_since_last_use_against_hand_computed_values():
     assert [s["offpolicy_max"] for s in (step0, step1, step2, step3)] == [0, 1, 2, 3]
     assert [s["steps_since_last_use"] for s in (step0, step1, step2, step3)] == [0.0, 1.0, 1.0, 3.0]
     assert [s["reused_fraction"] for s in (step0, step1, step2, step3)] == [0.0, 0.5, 1.0, 0.5]
+
+
+def test_the_run_reports_its_importance_ratios_and_the_share_it_trained_on_recomputed_behaviour(tiny_checkpoint,
+                                                                                                 coin_task):
+    """Ratio statistics in the summary and the per-step metrics: here 2 of each batch's samples take their
+    behaviour from the current policy, so that share is 2 / BATCH, and Kish's effective sample size stays in (0, 1]."""
+    p = run_pipeline(tiny_checkpoint, coin_task, lambda rs: Batch(rs, recompute_behaviour=[2, 5]), budget=10_000)
+    stats = p.summary()["ratio_statistics"]
+    assert stats["steps"] == p.trainer_step > 0
+    assert stats["recomputed_behaviour_fraction"] == pytest.approx(2 / BATCH)
+    assert 0 < stats["ess_fraction_mean"] <= 1 and stats["ratio_max"] >= 1 >= 0 <= stats["clip_fraction_mean"]
+    logged = {name for name, _, _ in p.last_checkpoint.metrics} | {name for name, _, _ in p.metrics}
+    assert {"train/ess_fraction", "train/recomputed_fraction", "train/clip_fraction", "train/ratio_max"} <= logged
+
+
+def test_effective_sample_size_of_the_ratios():
+    from benchmark.engine.executor import effective_sample_fraction
+
+    assert effective_sample_fraction(1.0, 1.0) == 1.0  # every ratio 1
+    # ratios 3 on one token of four, 1/3 on the others: mean 1.25, mean square 2.333...
+    assert effective_sample_fraction(1.25, (9 + 3 / 9) / 4) == pytest.approx(1.25 ** 2 / ((9 + 1 / 3) / 4))
+    assert effective_sample_fraction(1.0, 0.0) == 1.0

@@ -100,3 +100,17 @@ def test_publishing_the_board_writes_the_findings_from_its_results(tmp_path, mon
     monkeypatch.setattr(benchmark.leaderboard.published, "export_runs", lambda results, out_dir: 0)
     build.build(board)
     assert (tmp_path / "docs" / "findings.md").read_text() == committed
+
+
+def test_the_methods_table_counts_what_it_says():
+    """docs/methods.md: at least 15 methods, each marked yes, partly or no, and the stated counts are the table's."""
+    import re
+
+    from benchmark.paths import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / "methods.md").read_text()
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| ") and not line.startswith("| method")]
+    statuses = [cells[2].split(" ")[0] for cells in rows]
+    assert len(rows) >= 15 and set(statuses) <= {"yes", "partly", "no"}
+    stated = dict((k, int(n)) for n, k in re.findall(r"(\d+) (yes|partly|no)\b", text.split("Counted by row:")[1][:60]))
+    assert stated == {k: statuses.count(k) for k in ("yes", "partly", "no")}

@@ -610,6 +610,9 @@ def test_rules_v3_compare_two_samples_and_record_what_a_reviewer_needs():
     records = [record(WORKLOAD, "on_policy", s, reaching_at(8 + s % 2), workers=6, trainers=2) for s in range(4)]
     target = {**frozen([], 8 * EVERY), "median_best_accuracy": 0.5}
     records += [record(WORKLOAD, "fast", s, reaching_at(2)) for s in range(4)]
+    for seed, r in enumerate(records[-4:]):  # the runs' importance-ratio statistics, as executor.RatioTotals gives
+        r.summary["ratio_statistics"] = {"clip_fraction_mean": 0.01 * seed, "ratio_mean": 1.0, "ratio_max": 3.0,
+                                         "ess_fraction_mean": 0.9, "recomputed_behaviour_fraction": 0.0, "steps": 9}
     records += [record(WORKLOAD, "half", s, reaching_at(3) if s < 2 else [0.1]) for s in range(4)]
     results = build_results(records, {WORKLOAD: target}, resamples=200, rules=3)
     assert results["rules"]["version"] == 3 and "Hodges-Lehmann" in results["rules"]["speedup"]
@@ -631,7 +634,10 @@ def test_rules_v3_compare_two_samples_and_record_what_a_reviewer_needs():
     assert fast["interval_method"].startswith("Hodges-Lehmann")
     entry = next(e for e in results["entries"] if e["strategy"] == "fast")
     assert entry["score"]["ci95"] == fast["speedup"]["ci95"]  # one workload: the tested interval itself
-    page = render_html(results)  # the level sensitivity is on the page, a column per level
+    assert fast["ratio_statistics"]["clip_fraction_mean"] == pytest.approx(0.015)  # the median over seeds
+    assert half["ratio_statistics"] is None  # runs that predate the statistics
+    page = render_html(results)  # the level sensitivity is on the page, a column per level; the ratios too
+    assert "importance ratios" in page and "effective sample size" in page
     assert "speedup by target level" in page and all(f"<th scope=\"col\">{lv:.0%}</th>" in page
                                                       for lv in (0.5, 0.6, 0.7, 0.8, 0.9, 0.95))
     # one family of claims, corrected together: each entry against the reference, each carrying its runs

@@ -56,6 +56,44 @@ def since_last_use_distribution(counts: dict[str, int]) -> dict[str, int]:
     return {k: counts[k] for k in sorted(counts, key=lambda k: -1 if k == "new" else int(k))}
 
 
+def effective_sample_fraction(ratio_mean: float, ratio_sq_mean: float) -> float:
+    """Kish's effective sample size of the importance ratios as a fraction of the tokens: 1 when every ratio is
+    the same (on-policy data), towards 0 when a few tokens carry the weight."""
+    return ratio_mean ** 2 / ratio_sq_mean if ratio_sq_mean > 0 else 1.0
+
+
+@dataclass
+class RatioTotals:
+    """The run's importance-ratio statistics over its trainer steps: clip fraction, mean and maximum ratio,
+    effective sample size, and the share of trained samples whose behaviour log-probs the trainer took from the
+    current policy (Batch.recompute_behaviour: clipping is then off for them)."""
+
+    steps: int = 0
+    clip_fraction: float = 0.0  # sums over steps
+    ratio_mean: float = 0.0
+    ess_fraction: float = 0.0
+    ratio_max: float = 0.0
+    samples: int = 0
+    recomputed: int = 0
+
+    def add(self, stats: dict, usage: dict) -> None:
+        if "ratio_mean" not in stats:
+            return
+        self.steps += 1
+        self.clip_fraction += stats.get("clip_fraction", 0.0)
+        self.ratio_mean += stats["ratio_mean"]
+        self.ess_fraction += stats.get("ess_fraction", 1.0)
+        self.ratio_max = max(self.ratio_max, stats.get("ratio_max", 0.0))
+        self.samples += usage.get("batch_size", 0)
+        self.recomputed += usage.get("recomputed", 0)
+
+    def summary(self) -> dict:
+        steps = max(self.steps, 1)
+        return {"clip_fraction_mean": self.clip_fraction / steps, "ratio_mean": self.ratio_mean / steps,
+                "ratio_max": self.ratio_max, "ess_fraction_mean": self.ess_fraction / steps,
+                "recomputed_behaviour_fraction": self.recomputed / max(self.samples, 1), "steps": self.steps}
+
+
 class Executor(ABC):
     """The run's clock, counters and evaluations; what each executor adds is its own."""
 
@@ -66,6 +104,7 @@ class Executor(ABC):
         self.w, self.seed = workload, seed
         self.costs = CostModel.of(workload)
         self.trainer_step = self.rollouts_generated = self.samples_trained = 0
+        self.ratio_totals = RatioTotals()
         self.eval_history: list[dict] = []
         self.eval_samples: list[dict] = []  # the last evaluation's logged samples
         self.start_info: dict = {}  # the start checkpoint: weights hash, source, how it was made
@@ -139,6 +178,10 @@ class Executor(ABC):
     def train_metrics(self, stats: dict, usage: dict) -> list[Metric]:
         """The train/ metrics of the step just counted: the trainer's statistics, the batch's usage
         (StrategyLedger.record_step) and the run's counters at this point."""
+        if "ratio_sq_mean" in stats:
+            stats = {**stats, "ess_fraction": effective_sample_fraction(stats["ratio_mean"], stats["ratio_sq_mean"])}
+        self.ratio_totals.add(stats, usage)
+        usage = {k: v for k, v in usage.items() if k not in ("batch_size", "recomputed")}  # counts, for the totals
         metrics = {
             **stats, **usage,
             "compute": self.compute_used,
@@ -161,6 +204,7 @@ class Executor(ABC):
             "eval_curve": history,
             "replay_ratio": self.samples_trained / max(self.rollouts_generated, 1),
             "offpolicy_mean": usage["staleness_total"] / max(self.samples_trained, 1),
+            "ratio_statistics": self.ratio_totals.summary(),
             "rollouts_never_used_fraction": 1 - len(used) / max(self.rollouts_generated, 1),
             "max_uses_of_a_rollout": max(used, default=0),
             "median_uses_of_used_rollouts": statistics.median(used) if used else 0,

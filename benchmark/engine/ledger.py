@@ -303,6 +303,8 @@ class StrategyLedger:
             reused_fraction=len(since_last) / len(batch),
             reward=float(np.mean([r.reward for r in batch])),
             response_length=float(np.mean([len(r.completion_ids) for r in batch])),
+            batch_size=len(batch), recomputed=sum(r.current_policy_behaviour for r in batch),
+            recomputed_fraction=sum(r.current_policy_behaviour for r in batch) / len(batch),
         )
 
     def usage(self) -> dict:

@@ -317,6 +317,7 @@ class ResumeState:
     trainer_step: int
     rollouts_generated: int
     samples_trained: int
+    ratio_totals: object  # executor.RatioTotals
     eval_history: list
     eval_samples: list
     pool_facts: dict | None

@@ -102,7 +102,16 @@ def _workload_record(group: str, score: scoring.WorkloadScore, runs: list[RunRec
         out[key] = scoring.summarise(values) if values else None
     for key in ("offpolicy_distribution", "since_last_use_distribution"):
         out[key] = pooled_distribution([summaries[i].get(key) for i in out["run_ids"]])
+    out["ratio_statistics"] = median_ratio_statistics([summaries[i].get("ratio_statistics") for i in out["run_ids"]])
     return out
+
+
+def median_ratio_statistics(per_run: list[dict | None]) -> dict | None:
+    """The median over seeds of each importance-ratio statistic of the runs' summaries; None when a run predates
+    them."""
+    if not per_run or any(r is None for r in per_run):
+        return None
+    return {k: scoring.median([r[k] for r in per_run]) for k in per_run[0] if k != "steps"}
 
 
 def pooled_distribution(per_run: list[dict | None]) -> dict[str, float] | None:

@@ -150,6 +150,28 @@ def _excluded_sections(results: dict) -> list[str]:
     return sections
 
 
+RATIO_COLUMNS = (("clip_fraction_mean", "clip fraction", "{:.4f}"), ("ratio_mean", "mean ratio", "{:.4f}"),
+                 ("ratio_max", "max ratio", "{:.2f}"), ("ess_fraction_mean", "effective sample size", "{:.4f}"),
+                 ("recomputed_behaviour_fraction", "behaviour recomputed", "{:.3f}"))
+
+
+def _ratio_table(results: dict, workload: str) -> str:
+    """How far off-policy each entry trains: its runs' importance-ratio statistics (medians over seeds of the
+    per-step means; the maximum ratio over the run), and the share of trained samples whose behaviour log-probs
+    were taken from the current policy (clipping off for them). Empty when no run records them."""
+    rows = [[e["label"]] + [format_number(stats[key], fmt) for key, _, fmt in RATIO_COLUMNS]
+            for e in results["entries"] if (stats := e["workloads"][workload].get("ratio_statistics"))]
+    if not rows:
+        return ""
+    return (f'<h2 id="ratios-{_esc(workload)}">{_esc(workload)}: importance ratios</h2>'
+            '<p class="note">Per entry, the median over seeds of each run\'s mean over trainer steps (the maximum '
+            "ratio: over the run). Effective sample size: Kish's, mean(r)² / mean(r²), as a fraction of the "
+            "tokens (1 on-policy). Behaviour recomputed: the share of trained samples whose behaviour "
+            "log-probabilities the trainer took from the current policy, as a strategy may ask (RLEP): the ratio "
+            "is then 1 and clipping off for them.</p>"
+            + _simple_table("ratios", ["entry"] + [name for _, name, _ in RATIO_COLUMNS], rows))
+
+
 def _runs_table(results: dict) -> str:
     """Every scored run, by entry in rank order: the MLflow run id behind each number on the page; on a
     published board the entry links to its strategy file and the run id to its folder."""
@@ -349,6 +371,7 @@ def render_html(results: dict, highlight: str | None = None) -> str:
     for w, info in results["unscored_workloads"].items():
         parts.append(f'<p class="note">Workload {_esc(w)}: {info["runs"]} runs not scored (no target); run '
                      f'<code>{_esc(info["fix"])}</code>.</p>')
+    parts += [_ratio_table(results, w) for w in workloads]
     n_runs = sum(len(e["workloads"][w]["per_run"]) for e in results["entries"] for w in workloads)
     details = "<details open>" if n_runs <= RUNS_OPEN_UP_TO else "<details>"
     parts += ['<h2 id="runs-section">MLflow runs behind each entry</h2>',

@@ -81,6 +81,8 @@ def ratio_stats(ratio: torch.Tensor, mask: torch.Tensor, clipped_tokens: torch.T
         return {
             "clip_fraction": 0.0 if clipped_tokens is None else (clipped_tokens.sum() / n).item(),
             "ratio_mean": ((ratio * mask).sum() / n).item(),
+            # with the mean, the effective sample size (Kish: mean(r)^2 / mean(r^2) of n); a token mean merges
+            "ratio_sq_mean": ((ratio.square() * mask).sum() / n).item(),
             "ratio_max": ratio.masked_fill(mask == 0, float("-inf")).max().item(),
         }
 

@@ -2,6 +2,7 @@
 hand: rollout records, what the strategy is handed, pool requests, the time limits, the counters and their
 checkpoint."""
 
+import dataclasses
 import math
 import time
 
@@ -194,7 +195,11 @@ def test_a_steps_metrics_are_those_of_its_batch():
     metrics = ledger.record_step(batch)
     assert metrics == {"offpolicy_mean": pytest.approx((3 + 3 + 1 + 1 + 1) / 5), "offpolicy_median": 1.0,
                        "offpolicy_max": 3.0, "steps_since_last_use": 0.0, "reused_fraction": 0.0,
-                       "reward": pytest.approx(4 / 5), "response_length": pytest.approx((2 + 2 + 4 + 4 + 4) / 5)}
+                       "reward": pytest.approx(4 / 5), "response_length": pytest.approx((2 + 2 + 4 + 4 + 4) / 5),
+                       "batch_size": 5, "recomputed": 0, "recomputed_fraction": 0.0}
+    # a sample whose behaviour the trainer takes from the current policy is counted as such
+    batch[1] = dataclasses.replace(batch[1], current_policy_behaviour=True)
+    assert ledger.record_step(batch)["recomputed_fraction"] == pytest.approx(1 / 5)
 
 
 def test_the_strategy_seed_is_public_or_keyed_by_the_runs_secret():

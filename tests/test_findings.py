@@ -109,7 +109,8 @@ def test_the_methods_table_counts_what_it_says():
     from benchmark.paths import REPO_ROOT
 
     text = (REPO_ROOT / "docs" / "methods.md").read_text()
-    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| ") and not line.startswith("| method")]
+    rows = [line.split(" | ") for line in text.splitlines()
+            if line.startswith("| ") and not line.startswith("| method")]
     statuses = [cells[2].split(" ")[0] for cells in rows]
     assert len(rows) >= 15 and set(statuses) <= {"yes", "partly", "no"}
     stated = dict((k, int(n)) for n, k in re.findall(r"(\d+) (yes|partly|no)\b", text.split("Counted by row:")[1][:60]))

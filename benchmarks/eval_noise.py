@@ -18,7 +18,6 @@ import json
 import math
 import statistics
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,7 +30,8 @@ SEED_SD_LOG_CTT = 0.073  # median over the shipped entries (docs/protocols/evalu
 
 def record(seeds: list[int], out: Path, strategy: str, budget: float | None = None) -> None:
     sys.path.insert(0, str(REPO))
-    from benchmark.engine.ledger import StrategySpec
+    from full_run import run_in_process  # beside this script
+
     from benchmark.engine.pipeline import Pipeline
     from benchmark.grading import evaluation
     from benchmark.rl.policy import set_threads
@@ -57,12 +57,7 @@ def record(seeds: list[int], out: Path, strategy: str, budget: float | None = No
         evaluation.sample = recording
         try:
             pipeline = Pipeline(workload, workload.load_task(), seed)
-            pipeline.open_strategy(StrategySpec(entry.strategy, entry.strategy_params(), workload.strategy_defaults))
-            start = time.process_time()
-            pipeline.start()
-            for _ in pipeline.checkpoints():
-                pass
-            cpu = time.process_time() - start
+            cpu = run_in_process(pipeline, entry, workload)
         finally:
             evaluation.sample = sample
         evals = [{"compute": p["compute"], "accuracy": p["accuracy"], "outcomes": packed(o)}

@@ -66,9 +66,19 @@ def matmul_peak_flops(size: int = 512, repeats: int = 20) -> float:
     return 2 * size**3 / best
 
 
+def run_in_process(pipeline, entry, workload) -> float:
+    """Run the entry's strategy through `pipeline` to the end of its budget; the CPU seconds it took."""
+    from benchmark.engine.ledger import StrategySpec
+
+    pipeline.open_strategy(StrategySpec(entry.strategy, entry.strategy_params(), workload.strategy_defaults))
+    start = time.process_time()
+    pipeline.start()
+    pipeline.run()
+    return time.process_time() - start
+
+
 def floor_share(workload, entry, seed: int = 0) -> dict:
     """The run in this process with its model arithmetic counted: CPU seconds, FLOP floor seconds, tokens."""
-    from benchmark.engine.ledger import StrategySpec
     from benchmark.engine.pipeline import Pipeline
     from benchmark.rl.policy import set_threads
 
@@ -94,12 +104,7 @@ def floor_share(workload, entry, seed: int = 0) -> dict:
         return step(rollouts, *args, **kwargs)
     pipeline.trainer.step = counting_step
 
-    pipeline.open_strategy(StrategySpec(entry.strategy, entry.strategy_params(), workload.strategy_defaults))
-    start = time.process_time()
-    pipeline.start()
-    for _ in pipeline.checkpoints():
-        pass
-    cpu = time.process_time() - start
+    cpu = run_in_process(pipeline, entry, workload)
     params = sum(p.numel() for p in pipeline.trainer.model.parameters())
     flops = 2 * params * tokens["generated"] + 6 * params * tokens["trained"]
     return {"cpu": cpu, "floor": flops / matmul_peak_flops(), "params": params, **tokens,

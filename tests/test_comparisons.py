@@ -26,7 +26,7 @@ def reference_log_ctt() -> tuple[float, float]:
     for run_id in [*reference["run_ids"], *target["run_ids"]]:
         curve = json.loads((ROOT / "leaderboard/runs" / run_id / "summary.json").read_text())["eval_curve"]
         logs.append(math.log(scoring_v3.compute_to_target(curve, target["target_accuracy"], target["budget"])))
-    return float(np.mean(logs)), max(float(np.std(logs, ddof=1)), 0.0914)
+    return float(np.mean(logs)), max(float(np.std(logs, ddof=1)), scoring_v3.MEASURED_SD_LOG_CTT)
 
 
 def simulate(effect: float, seeds: int, frozen_reference: bool = False, rng_seed: int = 0) -> dict:
@@ -164,11 +164,13 @@ def test_the_majority_rule():
 def test_final_accuracy_is_the_window_mean_of_the_median_curve_with_an_interval():
     xs = [0, 25, 50, 75, 80, 90, 100]
     curves = [[{"compute": x, "accuracy": x / 100 + d} for x in xs] for d in (0.0, 0.02, 0.04)]
-    final = scoring_v3.final_accuracy(curves, 100, key="e")
+    draws = scoring_v3.draws_for("e", len(curves))
+    final, boot = scoring_v3.final_accuracy(curves, 100, draws)
     assert final["evaluations"] == 3 and final["window"] == [80, 100]
     assert final["mean"] == pytest.approx(0.92)
     assert final["ci95"][0] <= final["mean"] <= final["ci95"][1]
-    assert final == scoring_v3.final_accuracy(curves, 100, key="e")  # deterministic
+    assert final == scoring_v3.final_accuracy(curves, 100, scoring_v3.draws_for("e", len(curves)))[0]  # deterministic
+    assert len(boot) == len(draws)
 
 
 def test_the_seed_count_of_the_rules_follows_from_the_measured_spread():

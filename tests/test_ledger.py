@@ -181,7 +181,8 @@ def test_the_counters_and_the_rng_come_back_whole_from_a_checkpoint():
     assert fresh.strategy.calls == ledger.strategy.calls
     assert abs((time.perf_counter() - fresh.started) - (time.perf_counter() - ledger.started)) < 0.5
     assert fresh.usage() == ledger.usage() == {
-        "use_count": {0: 2, 1: 2, 2: 1, 3: 1, 4: 1, 5: 1}, "staleness_total": 2 + 0, "strategy_calls": 3,
+        "use_count": {0: 2, 1: 2, 2: 1, 3: 1, 4: 1, 5: 1}, "staleness_total": 2 + 0, "recomputed_total": 0,
+        "strategy_calls": 3,
         "strategy_seconds": ledger.seconds, "offpolicy_counts": {0: 6, 1: 2},
         "since_last_use_counts": {"new": 6, "1": 2}}
 
@@ -196,10 +197,11 @@ def test_a_steps_metrics_are_those_of_its_batch():
     assert metrics == {"offpolicy_mean": pytest.approx((3 + 3 + 1 + 1 + 1) / 5), "offpolicy_median": 1.0,
                        "offpolicy_max": 3.0, "steps_since_last_use": 0.0, "reused_fraction": 0.0,
                        "reward": pytest.approx(4 / 5), "response_length": pytest.approx((2 + 2 + 4 + 4 + 4) / 5),
-                       "batch_size": 5, "recomputed": 0, "recomputed_fraction": 0.0}
+                       "recomputed_fraction": 0.0}
     # a sample whose behaviour the trainer takes from the current policy is counted as such
     batch[1] = dataclasses.replace(batch[1], current_policy_behaviour=True)
     assert ledger.record_step(batch)["recomputed_fraction"] == pytest.approx(1 / 5)
+    assert ledger.usage()["recomputed_total"] == 1
 
 
 def test_the_strategy_seed_is_public_or_keyed_by_the_runs_secret():

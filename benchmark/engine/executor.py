@@ -64,19 +64,16 @@ def effective_sample_fraction(ratio_mean: float, ratio_sq_mean: float) -> float:
 
 @dataclass
 class RatioTotals:
-    """The run's importance-ratio statistics over its trainer steps: clip fraction, mean and maximum ratio,
-    effective sample size, and the share of trained samples whose behaviour log-probs the trainer took from the
-    current policy (Batch.recompute_behaviour: clipping is then off for them)."""
+    """The run's importance-ratio statistics over its trainer steps: sums of the clip fraction, the mean ratio and
+    the effective sample size, and the largest ratio."""
 
     steps: int = 0
-    clip_fraction: float = 0.0  # sums over steps
+    clip_fraction: float = 0.0
     ratio_mean: float = 0.0
     ess_fraction: float = 0.0
     ratio_max: float = 0.0
-    samples: int = 0
-    recomputed: int = 0
 
-    def add(self, stats: dict, usage: dict) -> None:
+    def add(self, stats: dict) -> None:
         if "ratio_mean" not in stats:
             return
         self.steps += 1
@@ -84,14 +81,11 @@ class RatioTotals:
         self.ratio_mean += stats["ratio_mean"]
         self.ess_fraction += stats.get("ess_fraction", 1.0)
         self.ratio_max = max(self.ratio_max, stats.get("ratio_max", 0.0))
-        self.samples += usage.get("batch_size", 0)
-        self.recomputed += usage.get("recomputed", 0)
 
     def summary(self) -> dict:
         steps = max(self.steps, 1)
         return {"clip_fraction_mean": self.clip_fraction / steps, "ratio_mean": self.ratio_mean / steps,
-                "ratio_max": self.ratio_max, "ess_fraction_mean": self.ess_fraction / steps,
-                "recomputed_behaviour_fraction": self.recomputed / max(self.samples, 1), "steps": self.steps}
+                "ratio_max": self.ratio_max, "ess_fraction_mean": self.ess_fraction / steps, "steps": self.steps}
 
 
 class Executor(ABC):
@@ -180,8 +174,7 @@ class Executor(ABC):
         (StrategyLedger.record_step) and the run's counters at this point."""
         if "ratio_sq_mean" in stats:
             stats = {**stats, "ess_fraction": effective_sample_fraction(stats["ratio_mean"], stats["ratio_sq_mean"])}
-        self.ratio_totals.add(stats, usage)
-        usage = {k: v for k, v in usage.items() if k not in ("batch_size", "recomputed")}  # counts, for the totals
+        self.ratio_totals.add(stats)
         metrics = {
             **stats, **usage,
             "compute": self.compute_used,
@@ -204,7 +197,10 @@ class Executor(ABC):
             "eval_curve": history,
             "replay_ratio": self.samples_trained / max(self.rollouts_generated, 1),
             "offpolicy_mean": usage["staleness_total"] / max(self.samples_trained, 1),
-            "ratio_statistics": self.ratio_totals.summary(),
+            # with the share of trained samples whose behaviour the trainer took from the current policy
+            # (Batch.recompute_behaviour: clipping is off for them)
+            "ratio_statistics": {**self.ratio_totals.summary(), "recomputed_behaviour_fraction":
+                                 usage.get("recomputed_total", 0) / max(self.samples_trained, 1)},
             "rollouts_never_used_fraction": 1 - len(used) / max(self.rollouts_generated, 1),
             "max_uses_of_a_rollout": max(used, default=0),
             "median_uses_of_used_rollouts": statistics.median(used) if used else 0,

@@ -212,6 +212,7 @@ class StrategyLedger:
         self.last_used_step: dict[int, int] = {}
         self.next_rollout_id = self.next_group_id = self.trainer_step = 0
         self.staleness_total = 0  # sum over trained samples of (trainer version - rollout version)
+        self.recomputed_total = 0  # trained samples whose behaviour log-probs came from the current policy
         # the paper's figure 2, over every trained sample: off-policiness, and steps since the rollout's last use
         # ("new" at its first)
         self.offpolicy_counts: dict[int, int] = {}
@@ -292,6 +293,8 @@ class StrategyLedger:
             self.last_used_step[r.rollout_id] = step
         self.trainer_step += 1
         self.staleness_total += sum(staleness)
+        recomputed = sum(r.current_policy_behaviour for r in batch)
+        self.recomputed_total += recomputed
         for value in staleness:
             self.offpolicy_counts[value] = self.offpolicy_counts.get(value, 0) + 1
         for key in since_last_use_keys(batch, step, previous_uses):
@@ -303,13 +306,13 @@ class StrategyLedger:
             reused_fraction=len(since_last) / len(batch),
             reward=float(np.mean([r.reward for r in batch])),
             response_length=float(np.mean([len(r.completion_ids) for r in batch])),
-            batch_size=len(batch), recomputed=sum(r.current_policy_behaviour for r in batch),
-            recomputed_fraction=sum(r.current_policy_behaviour for r in batch) / len(batch),
+            recomputed_fraction=recomputed / len(batch),
         )
 
     def usage(self) -> dict:
         """What the run summary needs from the ledger."""
         return {"use_count": dict(self.use_count), "staleness_total": self.staleness_total,
+                "recomputed_total": self.recomputed_total,
                 "strategy_calls": self.calls, "strategy_seconds": self.seconds,
                 "offpolicy_counts": dict(sorted(self.offpolicy_counts.items())),
                 "since_last_use_counts": dict(self.since_last_use_counts)}
@@ -320,6 +323,7 @@ class StrategyLedger:
                 "known": self.known, "use_count": self.use_count, "last_used_step": self.last_used_step,
                 "next_rollout_id": self.next_rollout_id, "next_group_id": self.next_group_id,
                 "trainer_step": self.trainer_step, "staleness_total": self.staleness_total,
+                "recomputed_total": self.recomputed_total,
                 "calls": self.calls, "seconds": self.seconds, "offpolicy_counts": self.offpolicy_counts,
                 "since_last_use_counts": self.since_last_use_counts, "elapsed": time.perf_counter() - self.started}
 

@@ -25,7 +25,7 @@ from benchmark.leaderboard.compliance import (
 from benchmark.leaderboard.files import json_values, plain_values, write_atomic
 from benchmark.leaderboard.findings import findings_block, read_calibrations, with_findings
 from benchmark.leaderboard.page import render_html
-from benchmark.leaderboard.render import render_markdown, title, with_readme_results
+from benchmark.leaderboard.render import render_markdown, rules_version, title, with_readme_results
 from benchmark.leaderboard.store import RunRecord, load_runs, reading_store
 from benchmark.leaderboard.targets import REFERENCE, TARGETS_DIR, available_targets, load_target
 from benchmark.paths import LEADERBOARD_DIR
@@ -244,15 +244,13 @@ def _entry_record(key: str, entry: dict, per_w: dict, score: scoring.EntryScore,
     }
 
 
-def _claims(results: dict) -> list[dict]:
+def _claims(entries: list[dict], workloads: list[str]) -> list[dict]:
     """Rules v3: every comparison the board makes, each pair of ranked entries on each workload (the findings'
     pairs and each entry against the reference among them), tested (Mann-Whitney) and corrected together as one
     family (Benjamini-Hochberg), worded by comparisons.verdict; a pair is held once, the entry above on the board
-    first. The entries' own comparison records get their corrected p and verdict against the reference, and on a
-    one-workload board their rank intervals come from these verdicts."""
-    entries = results["entries"]
+    first."""
     claims = []
-    for w in results["workloads"]:
+    for w in workloads:
         for i, first in enumerate(entries):
             for second in entries[i + 1:]:
                 a, b = first["workloads"][w], second["workloads"][w]
@@ -263,15 +261,20 @@ def _claims(results: dict) -> list[dict]:
                                "first_run_ids": a["run_ids"], "second_run_ids": b["run_ids"]})
     for claim, p in zip(claims, comparisons.adjusted_p_values(c["p_value"] for c in claims)):
         claim.update(adjusted_p_value=p, verdict=comparisons.verdict(claim["speedup"], p))
+    return claims
+
+
+def _with_claims(entries: list[dict], claims: list[dict], one_workload: bool) -> None:
+    """Each entry's comparison with the reference as the claims hold it (p-value, probability of improvement,
+    corrected p and verdict); on a one-workload board, rank intervals and bands from the claims' verdicts."""
     reference = next((e for e in entries if e["reference"]), None)
     for e in entries:
         for w, record in e["workloads"].items():
             c = reference and e is not reference and comparisons.oriented(claims, e["label"], reference["label"], w)
             if c:
-                record["comparison"].update(adjusted_p_value=c["adjusted_p_value"], verdict=c["verdict"])
-    if len(results["workloads"]) == 1:
+                record["comparison"] = {k: c[k] for k in ("p_value", "poi", "adjusted_p_value", "verdict")}
+    if one_workload:
         _ranks_from_claims(entries, claims)
-    return claims
 
 
 def _ranks_from_claims(entries: list[dict], claims: list[dict]) -> None:
@@ -417,7 +420,8 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
                                for w, n in sorted(runs.unscored.items())},
     })
     if rules == 3:
-        results["claims"] = _claims(results)
+        results["claims"] = _claims(results["entries"], workloads)
+        _with_claims(results["entries"], results["claims"], one_workload=len(workloads) == 1)
     return results
 
 
@@ -529,7 +533,7 @@ def build(out_dir: Path | None = None, workload: str | None = None, track: str |
     readme = out_dir.parent / "README.md"  # the checkout's, beside its published board
     if published and readme.is_file():  # and the README's results, generated from the same results
         files[readme] = with_readme_results(readme.read_text(), results)
-    if results["rules"]["version"] == 3 and not published:  # a preview's findings, beside it
+    if rules_version(results) == 3 and not published:  # a preview's findings, beside it
         files[out_dir / "FINDINGS.md"] = (
             f"# Findings under scoring rules v3 ({title(results)})\n\n"
             + findings_block(results, read_calibrations(LEADERBOARD_DIR),

@@ -68,8 +68,12 @@ def pairwise_log_ratios(reference_ctt, entry_ctt) -> np.ndarray:
 
 
 def hodges_lehmann(reference_ctt, entry_ctt) -> np.ndarray:
-    """The speedup per row: exp of the median pairwise log ratio (an infinite middle pair: the lower one)."""
-    d = pairwise_log_ratios(reference_ctt, entry_ctt)
+    """The speedup per row: exp of the median pairwise log ratio."""
+    return _median_speedup(pairwise_log_ratios(reference_ctt, entry_ctt))
+
+
+def _median_speedup(d: np.ndarray) -> np.ndarray:
+    """exp of each row's median of sorted log ratios (an infinite middle pair: the lower one)."""
     low, high = d[:, (d.shape[1] - 1) // 2], d[:, d.shape[1] // 2]
     with np.errstate(invalid="ignore"):
         return np.exp(np.where(np.isfinite(low) & np.isfinite(high), (low + high) / 2, low))
@@ -85,11 +89,11 @@ def compare(reference_ctt, entry_ctt, level: float = LEVEL) -> dict:
 def speedup_interval(reference_ctt, entry_ctt, level: float = LEVEL) -> dict:
     """Hodges-Lehmann speedup of the entry over the reference and its interval. Speedup 0: the entry's median
     pair never reaches the target."""
-    d = pairwise_log_ratios(reference_ctt, entry_ctt)[0]
-    m, n = len(reference_ctt), len(entry_ctt)
+    rows = pairwise_log_ratios(reference_ctt, entry_ctt)
+    d, m, n = rows[0], len(reference_ctt), len(entry_ctt)
     k = moses_rank(m, n, level)
     lo, hi = (d[k - 1], d[m * n - k]) if k else (-math.inf, math.inf)
-    return {"median": float(hodges_lehmann(reference_ctt, entry_ctt)[0]),
+    return {"median": float(_median_speedup(rows)[0]),
             "ci95": [float(np.exp(lo)), float(np.exp(hi))], "method": "hodges-lehmann", "confidence": level}
 
 
@@ -161,10 +165,3 @@ def power(sd: float, seeds: int, effect: float, simulations: int = 2000, rng_see
         hits += speedup_interval(reference, entry)["ci95"][0] > 1
     return hits / simulations
 
-
-def seeds_for_power(sd: float, effect: float, target_power: float, most: int = 40) -> int:
-    """The fewest seeds per arm whose power to resolve `effect` reaches `target_power`."""
-    for seeds in range(2, most + 1):
-        if power(sd, seeds, effect) >= target_power:
-            return seeds
-    raise ValueError(f"more than {most} seeds per arm are needed")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from benchmark.leaderboard.comparisons import oriented
 from benchmark.leaderboard.files import read_results
-from benchmark.leaderboard.render import format_compute, format_score, replace_between, side_of_one
+from benchmark.leaderboard.render import format_compute, format_score, replace_between, rules_version, side_of_one
 
 FINDINGS_START = ("<!-- findings: written by `replaybench leaderboard build --publish` from leaderboard/results.json "
                   "and leaderboard/calibration*.json -->")
@@ -64,7 +64,7 @@ class Board:
 
     @property
     def v3(self) -> bool:  # rules v3: claims tested and corrected together (results["claims"])
-        return self.results.get("rules", {}).get("version") == 3
+        return rules_version(self.results) == 3
 
     def claim(self, first: dict, second: dict) -> dict | None:
         return oriented(self.results.get("claims", []), first["label"], second["label"], self.workload)
@@ -337,45 +337,45 @@ CLAIMS = (
 
 
 def findings_block(results: dict, calibrations: dict, to_leaderboard: str = "../leaderboard/") -> str:
-    """The generated part of docs/findings.md: how to read it, then one row per claim. to_leaderboard: the
-    leaderboard folder relative to the file it goes into."""
+    """The generated part of docs/findings.md: how to read it (in the words of the board's rules version), then
+    one row per claim. to_leaderboard: the leaderboard folder relative to the file it goes into."""
     board = Board(results, calibrations, to_leaderboard)
     w = results["workloads"][board.workload]
-    seeds = sorted({s for c in calibrations.values() if c for s in c["seeds"]})
-    if board.v3:
-        return _v3_block(board, calibrations)
-    out = [f"The board of {results['generated'][:10]} ([LEADERBOARD.md](../leaderboard/LEADERBOARD.md); the run ids "
-           "behind each number in `leaderboard/results.json`), scored seeds "
-           f"{', '.join(map(str, w['scored_seeds']))}. A speedup is the reference's compute to the target over "
-           "the entry's (medians over seeds), with its 95% paired-bootstrap interval [low, high]; a best accuracy is "
-           "the maximum of the median curve over seeds and a compute to target the median over seeds, each with the "
-           "quartiles over seeds [IQR], not an interval. Verdicts "
-           "follow fixed rules: a speedup interval is above 1, below 1 or overlaps 1; two entries' intervals are "
-           "disjoint (the one above named) or overlapping: not resolved (intervals that touch overlap; separate "
-           "intervals are coarser than the board's paired bands, so overlapping ones may still differ). The "
-           "calibration rows come from the sweeps on seeds " + ", ".join(map(str, seeds))
-           + " (`leaderboard/calibration.json`, `leaderboard/calibration_buffer_size.json`): two seeds, a "
-           "direction, not an interval.", "",
+    out = [_v3_reading(board) if board.v3 else _v2_reading(board, calibrations), "",
            f"| the paper | the CPU tier ({board.workload} v{w['version']}) |", "|---|---|"]
     out += [f"| {c.paper} | " + PART_BREAK.join(part.render(board).replace("|", "\\|") for part in c.measured)
             + " |" for c in CLAIMS]
     return "\n".join(out) + "\n"
 
 
-def _v3_block(board: Board, calibrations: dict) -> str:
+def _v2_reading(board: Board, calibrations: dict) -> str:
+    results, w = board.results, board.results["workloads"][board.workload]
+    seeds = sorted({s for c in calibrations.values() if c for s in c["seeds"]})
+    return (f"The board of {results['generated'][:10]} ([LEADERBOARD.md](../leaderboard/LEADERBOARD.md); the run ids "
+            "behind each number in `leaderboard/results.json`), scored seeds "
+            f"{', '.join(map(str, w['scored_seeds']))}. A speedup is the reference's compute to the target over "
+            "the entry's (medians over seeds), with its 95% paired-bootstrap interval [low, high]; a best accuracy is "
+            "the maximum of the median curve over seeds and a compute to target the median over seeds, each with the "
+            "quartiles over seeds [IQR], not an interval. Verdicts "
+            "follow fixed rules: a speedup interval is above 1, below 1 or overlaps 1; two entries' intervals are "
+            "disjoint (the one above named) or overlapping: not resolved (intervals that touch overlap; separate "
+            "intervals are coarser than the board's paired bands, so overlapping ones may still differ). The "
+            "calibration rows come from the sweeps on seeds " + ", ".join(map(str, seeds))
+            + " (`leaderboard/calibration.json`, `leaderboard/calibration_buffer_size.json`): two seeds, a "
+            "direction, not an interval.")
+
+
+def _v3_reading(board: Board) -> str:
     w = board.results["workloads"][board.workload]
-    out = [f"The board of {board.results['generated'][:10]} under scoring rules v3 (LEADERBOARD.md beside it; the run "
-           f"ids behind each number in its `results.json`, and every claim below in its `claims`), scored seeds "
-           f"{', '.join(map(str, w['scored_seeds']))}. A speedup is the Hodges-Lehmann estimate over the two arms' "
-           "scored runs with its distribution-free 95% interval [low, high]. Every comparison here and on the board "
-           "(each entry with the reference, each pair below) is tested by Mann-Whitney and corrected together "
-           "(Benjamini-Hochberg); the wording rule: \"resolved faster\" or \"resolved slower\" at a corrected "
-           "p below 0.05, else \"not resolved\"; PoI is the probability that a run of the first reaches the "
-           "target with less compute than a run of the second. The calibration rows are two seeds, a direction, "
-           "not an interval.", "", f"| the paper | the CPU tier ({board.workload} v{w['version']}) |", "|---|---|"]
-    out += [f"| {c.paper} | " + PART_BREAK.join(part.render(board).replace("|", "\\|") for part in c.measured)
-            + " |" for c in CLAIMS]
-    return "\n".join(out) + "\n"
+    return (f"The board of {board.results['generated'][:10]} under scoring rules v3 (LEADERBOARD.md beside it; the run "
+            f"ids behind each number in its `results.json`, and every claim below in its `claims`), scored seeds "
+            f"{', '.join(map(str, w['scored_seeds']))}. A speedup is the Hodges-Lehmann estimate over the two arms' "
+            "scored runs with its distribution-free 95% interval [low, high]. Every comparison here and on the board "
+            "(each entry with the reference, each pair below) is tested by Mann-Whitney and corrected together "
+            "(Benjamini-Hochberg); the wording rule: \"resolved faster\" or \"resolved slower\" at a corrected "
+            "p below 0.05, else \"not resolved\"; PoI is the probability that a run of the first reaches the "
+            "target with less compute than a run of the second. The calibration rows are two seeds, a direction, "
+            "not an interval.")
 
 
 def read_calibrations(board_dir: Path) -> dict:

@@ -36,6 +36,7 @@ from benchmark.leaderboard.render import (
     lacks_reference,
     no_verdict_note,
     ranking_words,
+    rules_version,
     table_rows,
     title,
 )
@@ -318,7 +319,7 @@ def render_html(results: dict, highlight: str | None = None) -> str:
              f"Rules: {_rules_link(results)}.</p>",
              "<h2>Ranking</h2>", _ranking_note(results),
              f'<div class="scroll">{_ranking_table(results, mine)}</div>']
-    parts += [_level_table(results, w) for w in workloads if results["rules"].get("version") == 3]
+    parts += [_level_table(results, w) for w in workloads if rules_version(results) == 3]
     if len(workloads) > 1:
         parts.append('<p class="note">Plots per workload: ' + " · ".join(
             f'<a href="#workload-{_esc(w)}">{_esc(w)}</a>' for w in workloads) + ".</p>")

@@ -36,11 +36,16 @@ def format_workload_speedup(record: dict) -> str:
     return format_number(record["speedup"]["median"]) if record["reached"] else "not reached"
 
 
+def rules_version(results: dict) -> int:
+    """The scoring rules a results dict was built under."""
+    return results.get("rules", {}).get("version", 2)
+
+
 def title(results: dict) -> str:
     ws = ", ".join(f"{w} v{d['version']} (target acc {d['target_accuracy']:.3f})"
                    for w, d in sorted(results["workloads"].items()))
     track = f", track {results['track']}" if results["track"] else ""
-    rules = ", scoring rules v3" if results.get("rules", {}).get("version") == 3 else ""
+    rules = ", scoring rules v3" if rules_version(results) == 3 else ""
     return f"ReplayBench leaderboard: {ws}{track}{rules}"
 
 
@@ -112,7 +117,7 @@ def _final_cell(record: dict) -> str:
 
 def ranking_words(results: dict) -> str:
     """How the board is ranked, in the words of its rules version."""
-    if results.get("rules", {}).get("version") == 3:
+    if rules_version(results) == 3:
         return ("speedup = Hodges-Lehmann over the reference's and the entry's scored runs, with its distribution-"
                 "free 95% interval; the verdict is the comparison with the reference, corrected across the board "
                 "(Benjamini-Hochberg); ranked by the speedup, and below every entry most of whose seeds reach the "
@@ -127,7 +132,7 @@ def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     workloads = sorted(results["workloads"])
     one = workloads[0] if len(workloads) == 1 else None
     header = ["band", "rank [95%]", "entry", "(W,T)", "seeds", "speedup (geo-mean) [95% CI]", "perf. profile"]
-    v3 = results.get("rules", {}).get("version") == 3 and bool(one)  # the comparison's verdict, the final accuracy
+    v3 = rules_version(results) == 3 and bool(one)  # the comparison's verdict, the final accuracy
     if one:
         header += ["compute-to-target (median [IQR])", "best acc (median curve [IQR])", "AUC", "pass@k at best",
                    "entropy"]

@@ -5,9 +5,9 @@
 Tracks:
   buffer  the entry chooses only its strategy, its (W, T) and its buffer size; the loss is GRPO, and its batches
           keep the engine's advantages and behaviour log-probs (the ledger's `check_batch`).
-  open    it may also choose a registered loss (`grpo` or `asymre`) and, under `grpo:`, the clip range, AsymRE's
-          delta and the learning rate (OPEN_TRACK_GRPO), and regroup advantages or recompute behaviour log-probs
-          in its batches. A run without a track tag is on the buffer track.
+  open    it may also choose a registered loss (benchmark.workload.LOSSES) and, under `grpo:`, the clip range,
+          the losses' own settings and the learning rate (OPEN_TRACK_GRPO), and regroup advantages or recompute
+          behaviour log-probs in its batches. A run without a track tag is on the buffer track.
 Everything else (model, task, learning rate, G, B, evaluation, budget, seeds) is the workload's.
 """
 
@@ -41,7 +41,7 @@ TRACKS = ("buffer", "open")
 DEFAULT_TRACK = "buffer"
 # the GRPO settings an open-track entry may choose (RLEP's clip-higher eps_high 0.28; the paper's theory sets the
 # learning rate jointly with N, the replay count and B)
-OPEN_TRACK_GRPO = ("asymre_delta", "eps_low", "eps_high", "lr")
+OPEN_TRACK_GRPO = ("asymre_delta", "decoupled_cap", "eps_low", "eps_high", "lr", "m2po_tau", "tis_cap")
 BASELINES_FILE = BASELINES_DIR / "baselines.yaml"
 
 

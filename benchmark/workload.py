@@ -17,7 +17,9 @@ from benchmark.errors import UserError
 from benchmark.grading.prompts import PROMPT_FORMATS
 from benchmark.paths import WORKLOADS_DIR
 
-LOSSES = ("grpo", "asymre")  # grpo: clipped importance ratio; asymre: asymmetric REINFORCE
+# grpo: clipped importance ratio; asymre: asymmetric REINFORCE; the off-policy losses of the async trainers:
+# truncated importance sampling, CISPO, M2PO, AReaL's decoupled PPO (benchmark/rl/grpo.py says what each does)
+LOSSES = ("grpo", "asymre", "tis", "cispo", "m2po", "decoupled_ppo")
 DATA_PARALLEL = ("ddp", "fsdp")
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -84,6 +86,9 @@ class GRPOConfig(Section):
     aggregation: str = "token_mean"
     loss: Literal[LOSSES] = "grpo"
     asymre_delta: Number = 0.1  # asymre: baseline V = group mean reward - delta
+    tis_cap: Number = 2.0  # tis: the cap C of the per-token importance ratio
+    m2po_tau: Number = 0.04  # m2po: the bound on the kept tokens' mean (log ratio)^2 (the paper's 0.04)
+    decoupled_cap: Number = 5.0  # decoupled_ppo: the cap of the behaviour weight pi_prox / b
     temperature: Number = 1.0  # sampling temperature of the training rollouts
     # memory only, same update: rollouts per forward/backward, gradients accumulated (0 = the whole batch)
     micro_batch_size: int = 0

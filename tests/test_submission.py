@@ -50,7 +50,8 @@ BASE = ("name: x\nauthors: [a]\ncontact: c\ndescription: d\nstrategy: strategy.p
     ("track: buffer\nlr: 0.1\n", "unknown field `lr`"),
     ("track: buffer\nhyperparameters: {buffer_size: 3}\n", "set buffer_size at the top level"),
     ("track: buffer\ngrpo: {eps_high: 0.28}\n", "the buffer track fixes the GRPO settings"),
-    ("track: open\ngrpo: {group_size: 16}\n", "grpo must be a mapping of some of asymre_delta, eps_low, eps_high, lr"),
+    ("track: open\ngrpo: {group_size: 16}\n", "grpo must be a mapping of some of asymre_delta, decoupled_cap, eps_low, eps_high, lr, "
+     "m2po_tau, tis_cap"),
     ("track: open\ngrpo: {lr: -1}\n", "grpo must be a mapping of some of"),
 ])
 def test_schema_problems_are_named(tmp_path, extra, message):

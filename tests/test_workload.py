@@ -74,7 +74,7 @@ def test_the_config_keeps_the_types_the_yaml_wrote():
     ({"eval.tasks": "arith_tiny"}, "arith-tiny.eval.tasks must be a list of strings, not 'arith_tiny'"),
     ({"model.chat_template_options": [1]}, "arith-tiny.model.chat_template_options must be a mapping, not [1]"),
     ({"grpo": 3}, "arith-tiny.grpo must be a mapping, not 3"),
-    ({"grpo.loss": "ppo"}, "arith-tiny.grpo.loss must be one of grpo, asymre, not 'ppo'"),
+    ({"grpo.loss": "ppo"}, "arith-tiny.grpo.loss must be one of grpo, asymre, tis, cispo, m2po, decoupled_ppo, not 'ppo'"),
     ({"limits.nope": 1}, "arith-tiny.limits: unknown field `nope` (known: strategy_seconds, call_seconds,"),
     ({"nope": 1}, "arith-tiny: unknown field `nope` (known: name, task, version,"),
 ])
@@ -92,8 +92,8 @@ def test_every_problem_of_a_workload_file_at_once(tmp_path):
     assert str(error.value).split("; ") == [
         "mine: missing field `name`", "mine: missing field `task`",
         "mine.grpo: unknown field `lrr` (known: group_size, batch_size, lr, betas, weight_decay, max_grad_norm, "
-        "eps_low, eps_high, aggregation, loss, asymre_delta, temperature, micro_batch_size, gradient_checkpointing, "
-        "data_parallel)",
+        "eps_low, eps_high, aggregation, loss, asymre_delta, tis_cap, m2po_tau, decoupled_cap, temperature, "
+        "micro_batch_size, gradient_checkpointing, data_parallel)",
         "mine.grpo.lr must be a number, not 'fast'"]
     path.write_text("- a list\n")
     with pytest.raises(WorkloadError, match=r"^mine must be a mapping, not \['a list'\]$"):

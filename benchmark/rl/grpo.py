@@ -12,6 +12,21 @@ and the one optimiser step on them, are those of the whole batch.
 The alternative loss "asymre" (asymmetric REINFORCE, Arnal et al. 2025) has no importance ratio:
     loss  = -log pi_theta(y_t) * (r_i - V),   V = mean reward of i's group - delta
 a baseline set below the behaviour policy's value, which keeps off-policy training stable.
+
+The off-policy losses of the 2025-26 async trainers each shape the per-token ratio before it meets the
+advantage; all of them are  loss = -sg(c_t) * ratio_t * A_i  with a coefficient c_t >= 0 that takes no
+gradient, so their gradient is c_t * ratio_t * A_i * grad log pi_theta(y_t):
+    tis            c = min(ratio, C) / ratio                truncated importance sampling (verl, slime), C = tis_cap
+    cispo          c = min(ratio, 1 + eps_high) / ratio     CISPO (MiniMax-M1): the weight is clipped, the token
+                                                            keeps its gradient (PPO's clip drops it)
+    m2po           c = 0 on the tokens with the largest (log ratio)^2 until the mean (log ratio)^2 of the others
+                   is <= tau (M2PO, tau = m2po_tau; the paper's 0.04), 1 on the rest; no clip
+    decoupled_ppo  AReaL's decoupled loss: the behaviour weight min(pi_prox / b, cap) (cap = decoupled_cap) times
+                   PPO's clipped objective in pi_theta / pi_prox. pi_prox is the policy before this update (the
+                   step's own forward, detached), so with one optimiser step per batch the trust-region ratio is 1
+                   when the gradient is taken and the loss is the capped importance weight's.
+The statistics of each: clip_fraction is the share of tokens whose coefficient is not 1 (truncated, clipped or
+masked).
 """
 
 from __future__ import annotations
@@ -50,6 +65,9 @@ class LossConfig:
     aggregation: str = "token_mean"  # or "sequence_mean"
     kind: str = "grpo"  # one of benchmark.workload.LOSSES
     asymre_delta: float = 0.1
+    tis_cap: float = 2.0
+    m2po_tau: float = 0.04
+    decoupled_cap: float = 5.0
 
     def __post_init__(self):
         if self.kind not in LOSSES:
@@ -124,6 +142,61 @@ def clipped_policy_loss(
     return loss, ratio_stats(ratio.detach(), mask, clipped_tokens)
 
 
+def m2po_keep(log_ratio: torch.Tensor, mask: torch.Tensor, tau: float) -> torch.Tensor:
+    """M2PO's token mask: drop the tokens with the largest (log ratio)^2, one by one, until the mean (log ratio)^2
+    of the tokens kept is <= tau (none dropped when it already is)."""
+    with torch.no_grad():
+        valid_tokens = mask.bool().flatten()
+        squared = log_ratio.square().flatten().masked_fill(~valid_tokens, 0.0)
+        valid = int(valid_tokens.sum().item())
+        if valid == 0:
+            return mask.bool()
+        order = torch.argsort(squared.masked_fill(~valid_tokens, -1.0), descending=True, stable=True)[:valid]
+        remaining = squared.sum() - torch.cumsum(squared[order], 0)  # after dropping the first k + 1
+        kept_after = valid - torch.arange(1, valid + 1, device=squared.device)
+        means = torch.cat([squared.sum()[None] / valid, remaining / kept_after.clamp(min=1)])
+        drop = int(torch.nonzero(means <= tau)[0].item()) if bool((means <= tau).any()) else valid
+        keep = valid_tokens.clone()
+        keep[order[:drop]] = False
+        return keep.view_as(mask)
+
+
+def shaped_ratio_loss(logprobs, behaviour_logprobs, advantages, mask, cfg: LossConfig, weights=None,
+                      normaliser=None):
+    """-sg(c) * ratio * A with the coefficient c of `cfg.kind` (the module's docstring); logprobs,
+    behaviour_logprobs, mask: [batch, tokens]; advantages, weights: [batch]."""
+    mask = mask.to(logprobs.dtype)
+    log_ratio = logprobs - behaviour_logprobs
+    ratio = torch.exp(log_ratio)
+    detached = ratio.detach()
+    if cfg.kind == "tis":
+        coefficient = detached.clamp(max=cfg.tis_cap) / detached
+    elif cfg.kind == "cispo":
+        coefficient = detached.clamp(max=1.0 + cfg.eps_high) / detached
+    elif cfg.kind == "m2po":
+        coefficient = m2po_keep(log_ratio.detach(), mask, cfg.m2po_tau).to(ratio.dtype)
+    elif cfg.kind == "decoupled_ppo":
+        # pi_prox is this forward's own policy: the trust-region ratio pi_theta / pi_prox is 1 in value, its
+        # gradient that of log pi_theta; PPO's clip of it never binds with one optimiser step per batch
+        trust = torch.exp(logprobs - logprobs.detach())
+        adv = advantages.unsqueeze(1)
+        clipped = torch.clamp(trust, 1.0 - cfg.eps_low, 1.0 + cfg.eps_high) * adv
+        objective = torch.minimum(trust * adv, clipped)
+        behaviour_weight = detached.clamp(max=cfg.decoupled_cap)
+        per_token = -behaviour_weight * objective
+        if weights is not None:
+            per_token = per_token * weights.unsqueeze(1)
+        capped = (detached > cfg.decoupled_cap).to(mask.dtype) * mask
+        return aggregate(per_token, mask, cfg.aggregation, normaliser), ratio_stats(detached, mask, capped)
+    else:
+        raise ValueError(f"{cfg.kind!r} is not a shaped-ratio loss")
+    per_token = -(coefficient * ratio) * advantages.unsqueeze(1)
+    if weights is not None:
+        per_token = per_token * weights.unsqueeze(1)
+    changed = (coefficient != 1.0).to(mask.dtype) * mask
+    return aggregate(per_token, mask, cfg.aggregation, normaliser), ratio_stats(detached, mask, changed)
+
+
 def _per_sample(rollouts: list[Rollout], field: str, like: torch.Tensor) -> torch.Tensor:
     return torch.tensor([getattr(r, field) for r in rollouts], dtype=torch.float32, device=like.device)
 
@@ -136,6 +209,9 @@ LOSS_FUNCTIONS = {
     "asymre": lambda logp, behaviour, rollouts, mask, cfg, weights, normaliser: asymre_loss(
         logp, behaviour, _per_sample(rollouts, "reward", logp), _per_sample(rollouts, "group_reward_mean", logp),
         mask, cfg, weights, normaliser),
+    **{kind: lambda logp, behaviour, rollouts, mask, cfg, weights, normaliser: shaped_ratio_loss(
+        logp, behaviour, _per_sample(rollouts, "advantage", logp), mask, cfg, weights, normaliser)
+       for kind in ("tis", "cispo", "m2po", "decoupled_ppo")},
 }
 
 
@@ -285,7 +361,8 @@ class GRPOTrainer:
         return cls(model, pad_id, lr=g.lr, weight_decay=g.weight_decay, max_grad_norm=g.max_grad_norm,
                    betas=g.betas, temperature=g.temperature,
                    loss=LossConfig(eps_low=g.eps_low, eps_high=g.eps_high, aggregation=g.aggregation, kind=g.loss,
-                                   asymre_delta=g.asymre_delta),
+                                   asymre_delta=g.asymre_delta, tis_cap=g.tis_cap, m2po_tau=g.m2po_tau,
+                                   decoupled_cap=g.decoupled_cap),
                    micro_batch_size=g.micro_batch_size, gradient_checkpointing=g.gradient_checkpointing)
 
     def step(self, rollouts: list[Rollout], weights: list[float] | None = None,

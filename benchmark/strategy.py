@@ -38,6 +38,8 @@ class StrategyContext:
 
     policy_version: the trainers' weights: the number of parameter updates done so far (a rollout's
         off-policiness is policy_version - rollout.policy_version).
+    generations_in_flight, group_size, batch_size: what admission control needs to bound staleness (a generation
+        started now is trained no earlier than the data already generated and in flight).
     rng: seeded random generator owned by the engine; the only randomness a strategy may use,
         so runs are reproducible and resumable.
     use_count: rollout_id -> how many times that rollout was trained on so far (read-only view).
@@ -49,6 +51,9 @@ class StrategyContext:
     rng: np.random.Generator
     use_count: Mapping[int, int]
     num_trainers: int = 1
+    generations_in_flight: int = 0  # generations the workers have started and not yet handed over
+    group_size: int = 0  # G: rollouts per generation
+    batch_size: int = 0  # B: rollouts per trainer step
 
     def trainer_slices(self, batch_size: int) -> list[slice]:
         """Which positions of a batch each trainer gets: sizes differ by at most one."""
@@ -95,12 +100,41 @@ class PoolRequest(NamedTuple):
     trained_for: float = 0.0
 
 
+@dataclass(frozen=True)
+class UpdateFeedback:
+    """What `on_update` receives after each trainer step: the batch just trained, per sample, as plain data.
+
+    loss: each sample's loss (the token mean of its per-token loss, its weight included); clip_fraction: the share
+    of its tokens whose ratio the loss clipped, truncated or masked; logprobs: per completion token, the log-probs
+    of the policy that took the step, before the update (the step's own forward: free); logprobs_after: the same
+    after the update, only for a strategy with `feedback_after_update = True`, which pays for that forward pass.
+    """
+
+    step: int  # the trainer step just taken: policy_version is now step + 1
+    rollout_ids: list[int]
+    loss: list[float]
+    clip_fraction: list[float]
+    logprobs: list[list[float]]
+    logprobs_after: list[list[float]] | None = None
+
+
+HOOKS = ("admit", "on_update", "next_prompt")  # the optional calls: the engine makes them only when defined
+
+
 class ReplayStrategy:
     """Base class of every buffer strategy.
 
     Constructor keyword arguments are the strategy's hyperparameters (for example `buffer_size`);
     the workload or the command line (`--set buffer_size=64`) sets them.
+
+    `add` and `sample` are the whole of most strategies. The optional hooks (HOOKS) are called only when the
+    class defines them: `admit` (admission control, every track), `on_update` (training feedback, every track)
+    and `next_prompt` (prompt scheduling, the prompt track only).
     """
+
+    # on_update's logprobs_after: one more forward pass over the batch after each step, charged in the cost model
+    # as a third of the step's training time (a forward of a forward and backward)
+    feedback_after_update: bool = False
 
     def add(self, rollouts: list[Rollout], ctx: StrategyContext) -> None:
         """Receive a freshly generated group of rollouts (all share one group_id and prompt).
@@ -129,6 +163,24 @@ class ReplayStrategy:
         """Receive the pool asked for by `pool_request` (all its rollouts, once)."""
         raise NotImplementedError
 
+    def admit(self, ctx: StrategyContext) -> bool:
+        """Optional admission control: may a free worker start a generation now? False holds it back (it idles,
+        and idle workers still cost compute) until the engine asks again, after the next generation or trainer
+        step ends. Bounds staleness without discarding (AReaL's max_head_offpolicyness, SkyRL's
+        max_staleness_steps). A run in which every worker is held while `sample` waits for data ends with a
+        verdict."""
+        return True
+
+    def on_update(self, feedback: UpdateFeedback, ctx: StrategyContext) -> None:
+        """Optional training feedback, after each trainer step, before the next `sample` (priority refresh as
+        in prioritized replay, gradient-based gating)."""
+
+    def next_prompt(self, ctx: StrategyContext) -> str | None:
+        """Optional, prompt track only: when a worker starts a generation, the prompt_id of a prompt already
+        generated in this run to generate again (Prompt Replay), or None for the training stream's next prompt.
+        The stream itself never repeats a prompt."""
+        return None
+
     def state_dict(self) -> dict:
         """Everything needed to resume the strategy exactly. Default: a deep copy of its attributes."""
         return copy.deepcopy(vars(self))
@@ -136,6 +188,27 @@ class ReplayStrategy:
     def load_state_dict(self, state: dict) -> None:
         """Restore what `state_dict` returned."""
         vars(self).update(copy.deepcopy(state))
+
+
+def checked_admission(reply) -> bool:
+    """What `admit` returned, checked (the same in process and in the box)."""
+    if type(reply) is not bool:
+        raise StrategyFailure(f"garbage: admit() must return True or False, got {type(reply).__name__}")
+    return reply
+
+
+def checked_prompt_choice(reply) -> str | None:
+    """What `next_prompt` returned, checked for its kind (the engine then checks the prompt is its own)."""
+    if reply is not None and not isinstance(reply, str):
+        raise StrategyFailure(f"garbage: next_prompt() must return a prompt_id (a string) or None, got "
+                              f"{type(reply).__name__}")
+    return reply
+
+
+def defined_hooks(strategy: ReplayStrategy | type[ReplayStrategy]) -> tuple[str, ...]:
+    """The optional hooks a strategy's class defines (its own or a base class's other than ReplayStrategy)."""
+    cls = strategy if inspect.isclass(strategy) else type(strategy)
+    return tuple(h for h in HOOKS if getattr(cls, h, None) is not getattr(ReplayStrategy, h))
 
 
 def file_sha256(path: str | Path) -> str:

@@ -7,7 +7,11 @@ Tracks:
           keep the engine's advantages and behaviour log-probs (the ledger's `check_batch`).
   open    it may also choose a registered loss (benchmark.workload.LOSSES) and, under `grpo:`, the clip range,
           the losses' own settings and the learning rate (OPEN_TRACK_GRPO), and regroup advantages or recompute
-          behaviour log-probs in its batches. A run without a track tag is on the buffer track.
+          behaviour log-probs in its batches.
+  prompt  as the buffer track, and its strategy may also choose which prompt a worker generates next
+          (`next_prompt`: a prompt already generated in the run, again), which changes the training stream.
+Admission control (`admit`) and training feedback (`on_update`) are open to every track: the first only delays
+generation (idle workers cost compute), the second only informs. A run without a track tag is on the buffer track.
 Everything else (model, task, learning rate, G, B, evaluation, budget, seeds) is the workload's.
 """
 
@@ -37,7 +41,7 @@ from benchmark.paths import BASELINES_DIR
 from benchmark.strategy import check_params, declared_defaults, declared_params
 from benchmark.workload import LOSSES, Number, Workload, load_workload
 
-TRACKS = ("buffer", "open")
+TRACKS = ("buffer", "open", "prompt")
 DEFAULT_TRACK = "buffer"
 # the GRPO settings an open-track entry may choose (RLEP's clip-higher eps_high 0.28; the paper's theory sets the
 # learning rate jointly with N, the replay count and B)

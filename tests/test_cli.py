@@ -55,7 +55,7 @@ def test_user_errors_are_one_clear_message(args, message, isolated_runs):
     ("buffer_size=abc", "fifo_uniform.py: buffer_size must be a whole number, not 'abc'"),
     ("buffer_size=2.5", "fifo_uniform.py: buffer_size must be a whole number, not 2.5"),
     ("limits.call_seconds=0", "limits.strategy_seconds, call_seconds, memory_mb and reply_mb must be positive"),
-    ("grpo.loss=ppo", "arith-tiny.grpo.loss must be one of grpo, asymre, not 'ppo'"),
+    ("grpo.loss=ppo", "arith-tiny.grpo.loss must be one of grpo, asymre, tis, cispo, m2po, decoupled_ppo, not 'ppo'"),
     ("grpo.lrr=1", "arith-tiny.grpo: unknown field `lrr` (known: group_size, batch_size, lr,"),
 ])
 @pytest.mark.parametrize("isolate", [[], ["--isolate"]])

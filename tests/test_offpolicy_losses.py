@@ -66,9 +66,10 @@ def test_on_policy_data_gets_the_policy_gradient_from_every_loss(kind):
 
 @pytest.mark.parametrize("kind", ["tis", "cispo", "m2po", "decoupled_ppo"])
 def test_each_loss_runs_in_the_trainer_from_the_workload(kind, tiny_checkpoint):
+    from conftest import small_workload
+
     from benchmark.engine.ledger import build_rollouts
     from benchmark.engine.pipeline import Pipeline
-    from conftest import small_workload
 
     workload = small_workload(tiny_checkpoint, **{"grpo.loss": kind})
     pipeline = Pipeline(workload, workload.load_task(), seed=0)
@@ -77,3 +78,12 @@ def test_each_loss_runs_in_the_trainer_from_the_workload(kind, tiny_checkpoint):
     rollouts = [r for i, g in enumerate(groups) for r in build_rollouts(g, i * 100, i, 0, 0.0)]
     stats = pipeline.trainer.step(rollouts)
     assert math.isfinite(stats["loss"]) and stats["clip_fraction"] == 0.0  # on-policy: nothing shaped
+
+
+def test_the_m2po_baseline_trains_with_the_papers_tau_on_the_fifo_at_the_papers_split():
+    from benchmark.submission import load_baselines
+
+    entry = load_baselines().entries["m2po"]
+    grpo = entry.workload_for("arith-tiny").grpo
+    assert (entry.track, grpo.loss, grpo.m2po_tau, entry.workers, entry.trainers) == ("open", "m2po", 0.04, 5, 3)
+    assert entry.strategy.name == "fifo_uniform.py" and entry.strategy_params() == {"buffer_size": 90}

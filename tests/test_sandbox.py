@@ -37,13 +37,14 @@ def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, coi
     from benchmark.submission import load_baselines
 
     entry = load_baselines().entries[name]
-    params = {**entry.strategy_params(), "buffer_size": 32, **SMALL.get(name, {})}
+    path = REPO / "baselines" / f"{name}.py"
+    small_buffer = {"buffer_size": 32} if "buffer_size" in declared_params(path) else {}
+    params = {**entry.strategy_params(), **small_buffer, **SMALL.get(name, {})}
     histories = []
     for isolated in (False, True):
         w = small_workload(tiny_checkpoint, **{"pipeline.workers": 5, "pipeline.trainers": 3})
         model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
         tok = AutoTokenizer.from_pretrained(tiny_checkpoint, padding_side="left")
-        path = REPO / "baselines" / f"{name}.py"
         strategy = (IsolatedStrategy(path, params, rng_seed=strategy_seed(0)) if isolated
                     else build_strategy(path, params))
         p = Pipeline(w, coin_task, seed=0, policy=(model, tok, {}))

@@ -50,8 +50,8 @@ BASE = ("name: x\nauthors: [a]\ncontact: c\ndescription: d\nstrategy: strategy.p
     ("track: buffer\nlr: 0.1\n", "unknown field `lr`"),
     ("track: buffer\nhyperparameters: {buffer_size: 3}\n", "set buffer_size at the top level"),
     ("track: buffer\ngrpo: {eps_high: 0.28}\n", "the buffer track fixes the GRPO settings"),
-    ("track: open\ngrpo: {group_size: 16}\n", "grpo must be a mapping of some of asymre_delta, decoupled_cap, eps_low, eps_high, lr, "
-     "m2po_tau, tis_cap"),
+    ("track: open\ngrpo: {group_size: 16}\n",
+     "grpo must be a mapping of some of asymre_delta, decoupled_cap, eps_low, eps_high, lr, m2po_tau, tis_cap"),
     ("track: open\ngrpo: {lr: -1}\n", "grpo must be a mapping of some of"),
 ])
 def test_schema_problems_are_named(tmp_path, extra, message):
@@ -112,7 +112,7 @@ def test_validate_refuses_a_broken_entry_in_one_message(tmp_path, isolated_runs,
 
     assert main(["validate", str(write(tmp_path, BASE + "track: fast\n"))]) == 2
     err = capsys.readouterr().err
-    assert "track must be one of buffer, open, not 'fast'" in " ".join(err.split()) and "Traceback" not in err
+    assert "track must be one of buffer, open, prompt, not 'fast'" in " ".join(err.split()) and "Traceback" not in err
 
 
 def test_open_track_may_choose_a_registered_loss_and_its_clip_range(tmp_path):
@@ -235,6 +235,11 @@ def test_baselines_are_entries_with_the_settings_they_are_ranked_in():
                  {"trained_for": 0.25, "pool_prompts": 3600, "pool_samples": 4, "replay_k": 2, "recompute": True,
                   "refresh": False}),
         "oldest_first": ("buffer", 5, 3, "baselines/oldest_first.py", {"buffer_size": 90}),  # the control
+        # the 2025-26 methods, at settings fixed before any run of theirs
+        "fresh_anchored": ("buffer", 6, 2, "baselines/fresh_anchored.py", {"buffer_size": 360, "tau_max": 8}),
+        "staleness_bounded": ("buffer", 7, 1, "baselines/staleness_bounded.py", {"max_staleness": 4}),
+        "m2po": ("open", 5, 3, "baselines/fifo_uniform.py", {"buffer_size": 90}),
+        "prompt_replay": ("prompt", 6, 2, "baselines/prompt_replay.py", {"buffer_size": 90}),
     }
     # the order the run configs record: buffer_size first
     assert list(baselines.entries["prioritized"].strategy_params()) == ["buffer_size", "alpha", "beta"]

@@ -31,7 +31,17 @@ from types import MappingProxyType
 import numpy as np
 
 from benchmark.rollout import Rollout
-from benchmark.strategy import Batch, ReplayStrategy, StrategyContext, StrategyFailure, build_strategy
+from benchmark.strategy import (
+    Batch,
+    ReplayStrategy,
+    StrategyContext,
+    StrategyFailure,
+    UpdateFeedback,
+    build_strategy,
+    checked_admission,
+    checked_prompt_choice,
+    defined_hooks,
+)
 
 HEADER = struct.Struct("!I")  # the length of the JSON message that follows
 ROLLOUT_FIELDS = tuple(f.name for f in dataclasses.fields(Rollout))
@@ -194,8 +204,13 @@ class Box:
         self.use_count: dict[int, int] = {}
         self.fingerprints: dict[int, int] = {}
 
-    def ctx(self, version: int, trainers: int) -> StrategyContext:
-        return StrategyContext(version, self.rng, MappingProxyType(self.use_count), trainers)
+    def ctx(self, message: dict) -> StrategyContext:
+        """The context of a call, after counting the uses of the batches trained since the last one."""
+        for rid in message["trained"]:
+            self.use_count[rid] = self.use_count.get(rid, 0) + 1
+        version, trainers, in_flight, group_size, batch_size = message["ctx"]
+        return StrategyContext(version, self.rng, MappingProxyType(self.use_count), trainers, in_flight, group_size,
+                               batch_size)
 
     def rollouts(self, plain: list) -> list[Rollout]:
         rollouts = [rollout_from_plain(values) for values in plain]
@@ -222,15 +237,20 @@ class Box:
     def answer(self, message: dict):
         call = message["call"]
         if call == "add":
-            self.strategy.add(self.rollouts(message["rollouts"]), self.ctx(*message["ctx"]))
+            self.strategy.add(self.rollouts(message["rollouts"]), self.ctx(message))
             return None
         if call == "add_pool":
-            self.strategy.add_pool(self.rollouts(message["rollouts"]), self.ctx(*message["ctx"]))
+            self.strategy.add_pool(self.rollouts(message["rollouts"]), self.ctx(message))
             return None
         if call == "sample":
-            for rid in message["trained"]:
-                self.use_count[rid] = self.use_count.get(rid, 0) + 1
-            return self.batch(self.strategy.sample(message["batch_size"], self.ctx(*message["ctx"])))
+            return self.batch(self.strategy.sample(message["batch_size"], self.ctx(message)))
+        if call == "admit":
+            return checked_admission(self.strategy.admit(self.ctx(message)))
+        if call == "next_prompt":
+            return checked_prompt_choice(self.strategy.next_prompt(self.ctx(message)))
+        if call == "on_update":
+            self.strategy.on_update(UpdateFeedback(**message["feedback"]), self.ctx(message))
+            return None
         if call == "pool_request":
             request = self.strategy.pool_request()
             return list(request) if isinstance(request, (list, tuple)) else request
@@ -280,7 +300,8 @@ def main(fd: int, sandboxed: bool = True) -> None:
     except Exception as exc:
         reply("raised", f"{type(exc).__name__}: {exc}")
         return
-    reply("ready")
+    reply("ready", {"hooks": list(defined_hooks(box.strategy)),
+                    "feedback_after_update": bool(getattr(box.strategy, "feedback_after_update", False))})
 
     while True:
         try:

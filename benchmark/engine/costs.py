@@ -39,6 +39,11 @@ class CostModel:
         """How long the T trainers take to train on `tokens`."""
         return tokens / self.trainers
 
+    def forward_time(self, tokens: int) -> float:
+        """How long the T trainers take for one more forward pass over `tokens` (log-probs, no gradient): a third
+        of training on them (2P of the 6P FLOPs a token costs forward and backward)."""
+        return self.training_time(tokens) / 3
+
     def compute(self, elapsed: float) -> float:
         return self.devices * elapsed
 

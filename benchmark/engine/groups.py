@@ -56,11 +56,20 @@ class GroupGenerator:
         self.temperature = workload.grpo.temperature
         self.group_size = workload.grpo.group_size
         self.max_new_tokens = workload.max_new_tokens or task.max_new_tokens
+        self._docs_by_id: dict[str, dict] | None = None  # built when a prompt is first replayed
 
     def stream_groups(self, positions) -> list[PendingGroup]:
         """The groups of these stream positions (generation starts)."""
         return self.generate([stream_doc(self.train_docs, self.seed, i) for i in positions], self.group_size,
                              [derive_seed(self.seed, "generation", i) for i in positions])
+
+    def replay_group(self, prompt_id: str, replay_index: int) -> PendingGroup:
+        """A group of a training prompt generated before in this run, again (the prompt track's replay), with the
+        seed of the run's `replay_index`-th replay."""
+        if self._docs_by_id is None:
+            self._docs_by_id = {doc_id(d): d for d in self.train_docs}
+        return self.generate([self._docs_by_id[prompt_id]], self.group_size,
+                             [derive_seed(self.seed, "replay", replay_index)])[0]
 
     def pool_groups(self, prompts: int, samples: int) -> list[PendingGroup]:
         """A strategy's pool: `samples` completions of each of the stream's first `prompts` prompts."""

@@ -23,7 +23,18 @@ from benchmark.engine.sandbox import IsolatedStrategy, over_budget
 from benchmark.engine.stream import derive_seed
 from benchmark.rl.grpo import group_advantages
 from benchmark.rollout import Rollout, is_correct
-from benchmark.strategy import Batch, PoolRequest, ReplayStrategy, StrategyContext, StrategyFailure, build_strategy
+from benchmark.strategy import (
+    Batch,
+    PoolRequest,
+    ReplayStrategy,
+    StrategyContext,
+    StrategyFailure,
+    UpdateFeedback,
+    build_strategy,
+    checked_admission,
+    checked_prompt_choice,
+    defined_hooks,
+)
 from benchmark.workload import LimitsConfig
 
 MAX_TRAINED_FOR = 0.9  # of the budget: a pool's policy trained longer leaves no room for the run itself
@@ -198,12 +209,22 @@ def since_last_use_keys(batch: list[Rollout], step: int, previous_uses: dict[int
     return keys
 
 
+def hooks_of(strategy: ReplayStrategy) -> tuple[str, ...]:
+    """The optional hooks a strategy defines: an isolated one's box said so when it started."""
+    return strategy.hooks if isinstance(strategy, IsolatedStrategy) else defined_hooks(strategy)
+
+
 class StrategyLedger:
-    """Everything the engine records about its strategy. `trainer_step` counts the steps trained."""
+    """Everything the engine records about its strategy. `trainer_step` counts the steps trained;
+    `generations_in_flight` is the executor's to keep (its workers' generations started and not handed over)."""
 
     def __init__(self, strategy: ReplayStrategy, seed: int, num_trainers: int, limits: LimitsConfig | None = None,
-                 track: str = "buffer", seed_secret: str | None = None):
+                 track: str = "buffer", seed_secret: str | None = None, group_size: int = 0, batch_size: int = 0):
         self.strategy, self.num_trainers, self.track = strategy, num_trainers, track
+        self.hooks = hooks_of(strategy)
+        self.feedback_after_update = "on_update" in self.hooks and bool(strategy.feedback_after_update)
+        self.group_size, self.batch_size, self.generations_in_flight = group_size, batch_size, 0
+        self.prompt_ids: set[str] = set()  # every prompt generated in this run: what next_prompt may name
         self.limits = limits or LimitsConfig()
         self.started = time.perf_counter()
         self.rng = np.random.default_rng(strategy_seed(seed, seed_secret))
@@ -221,7 +242,9 @@ class StrategyLedger:
 
     def ctx(self) -> StrategyContext:
         return StrategyContext(policy_version=self.trainer_step, rng=self.rng,
-                               use_count=MappingProxyType(self.use_count), num_trainers=self.num_trainers)
+                               use_count=MappingProxyType(self.use_count), num_trainers=self.num_trainers,
+                               generations_in_flight=self.generations_in_flight, group_size=self.group_size,
+                               batch_size=self.batch_size)
 
     def _call(self, method: str, *args, counted: bool = True):
         """The strategy's call, under the workload's time limits: an isolated strategy's box enforces them as
@@ -253,6 +276,7 @@ class StrategyLedger:
         """Rollout records for a finished generation, kept as the engine's own."""
         rollouts = build_rollouts(group, self.next_rollout_id, self.next_group_id, self.trainer_step, clock)
         self.known.update((r.rollout_id, r) for r in rollouts)
+        self.prompt_ids.add(group.prompt_id)
         self.next_rollout_id += len(rollouts)
         self.next_group_id += 1
         return rollouts
@@ -281,6 +305,34 @@ class StrategyLedger:
             sampled = sampled.resolve(self.known)
         return check_batch(sampled, batch_size, self.known, self.track)
 
+    def admit(self) -> bool:
+        """May a free worker start a generation now (admission control; True without the hook)?"""
+        return checked_admission(self._call("admit", self.ctx())) if "admit" in self.hooks else True
+
+    def next_prompt(self) -> str | None:
+        """The prompt a starting generation replays (the prompt track's hook), or None for the stream's next."""
+        if "next_prompt" not in self.hooks:
+            return None
+        chosen = checked_prompt_choice(self._call("next_prompt", self.ctx()))
+        if chosen is None:
+            return None
+        if self.track != "prompt":
+            raise StrategyFailure(f"forbidden: next_prompt() chose a prompt: scheduling prompts is the prompt "
+                                  f"track's, and this entry is on the {self.track} track")
+        if chosen not in self.prompt_ids:
+            raise StrategyFailure(f"fabricated: next_prompt() named prompt {chosen[:80]!r}, which this run never "
+                                  "generated")
+        return chosen
+
+    def on_update(self, batch: list[Rollout], per_sample: dict, logprobs_after: list[list[float]] | None) -> None:
+        """The step just recorded (`record_step`), as feedback to a strategy with the hook."""
+        if "on_update" not in self.hooks:
+            return
+        feedback = UpdateFeedback(step=self.trainer_step - 1, rollout_ids=[r.rollout_id for r in batch],
+                                  loss=per_sample["loss"], clip_fraction=per_sample["clip_fraction"],
+                                  logprobs=per_sample["logprobs"], logprobs_after=logprobs_after)
+        self._call("on_update", feedback, self.ctx())
+
     def record_step(self, batch: list[Rollout]) -> dict:
         """The batch has been trained: count its uses and staleness, advance the step; its usage metrics."""
         step = self.trainer_step
@@ -292,6 +344,8 @@ class StrategyLedger:
             self.use_count[r.rollout_id] = self.use_count.get(r.rollout_id, 0) + 1
             self.last_used_step[r.rollout_id] = step
         self.trainer_step += 1
+        if isinstance(self.strategy, IsolatedStrategy):
+            self.strategy.trained()  # the box's mirror of the use counts learns it with its next call
         self.staleness_total += sum(staleness)
         recomputed = sum(r.current_policy_behaviour for r in batch)
         self.recomputed_total += recomputed
@@ -325,6 +379,7 @@ class StrategyLedger:
                 "trainer_step": self.trainer_step, "staleness_total": self.staleness_total,
                 "recomputed_total": self.recomputed_total,
                 "calls": self.calls, "seconds": self.seconds, "offpolicy_counts": self.offpolicy_counts,
+                "generations_in_flight": self.generations_in_flight, "prompt_ids": self.prompt_ids,
                 "since_last_use_counts": self.since_last_use_counts, "elapsed": time.perf_counter() - self.started}
 
     def load_state_dict(self, state: dict) -> None:

@@ -34,7 +34,7 @@ from benchmark.rl.grpo import GRPOTrainer
 from benchmark.rl.policy import load_start_policy
 from benchmark.rl.sampler import transformers_engine
 from benchmark.rollout import is_correct
-from benchmark.strategy import PoolRequest, ReplayStrategy
+from benchmark.strategy import PoolRequest, ReplayStrategy, StrategyFailure
 
 GENERATION_DONE, TRAIN_DONE, POOL_DONE = 0, 1, 2  # at equal times, arrivals are handled before step ends
 
@@ -81,6 +81,8 @@ class Pipeline(Executor):
         self.trainer_busy_time = 0.0
         self.worker_busy_time = 0.0  # finished generations only; in-flight ones are in worker_started
         self.worker_started: dict[int, float] = {}
+        self.held: list[int] = []  # workers the strategy's admission control holds back, in the order held
+        self.replays_started = 0  # generations of a prompt the strategy chose again (the prompt track)
         self.metrics: list = []  # logged since the last checkpoint
 
     @property
@@ -93,7 +95,8 @@ class Pipeline(Executor):
 
     def attach(self, strategy: ReplayStrategy, track: str = "buffer", seed_secret: str | None = None) -> None:
         """Use a strategy built in this process (or an IsolatedStrategy)."""
-        self.ledger = StrategyLedger(strategy, self.seed, self.w.pipeline.trainers, self.w.limits, track, seed_secret)
+        self.ledger = StrategyLedger(strategy, self.seed, self.w.pipeline.trainers, self.w.limits, track, seed_secret,
+                                     group_size=self.w.grpo.group_size, batch_size=self.w.grpo.batch_size)
 
     def close(self) -> None:
         close = getattr(self.ledger.strategy if self.ledger else None, "close", None)
@@ -120,6 +123,7 @@ class Pipeline(Executor):
         self._generate_ahead(self.generations_started, also=self.w.pipeline.workers - 1)
         for worker in range(self.w.pipeline.workers):
             self._start_generation(worker)
+        self._check_not_stalled()
 
     def _generate_pool(self, request: PoolRequest) -> None:
         """The strategy's pool: the stream's first prompts, sampled on all devices by the starting policy, or by
@@ -186,6 +190,12 @@ class Pipeline(Executor):
                 progress(self)
         else:
             self._finish_pool(event)
+        self._check_not_stalled()
+
+    def _check_not_stalled(self) -> None:
+        if self.held and not self.events:
+            raise StrategyFailure("stalled: admit() holds every worker back while sample() waits for data, so "
+                                  "nothing can change: admit a generation whenever the buffer cannot fill a batch")
 
     def _push(self, time_: float, kind: int, worker: int = -1, payload=None) -> None:
         heapq.heappush(self.events, Event(time_, kind, self.seq, worker, payload))
@@ -193,13 +203,32 @@ class Pipeline(Executor):
 
     # ---- workers --------------------------------------------------------------------------
     def _start_generation(self, worker: int) -> None:
-        index = self.generations_started  # the stream position too: each start takes the next prompt
-        self.generations_started += 1
-        group = self.ahead.pop(index, None)
-        if group is None or group.policy_version != self.engine.version:
-            self._generate_ahead(index)
-            group = self.ahead.pop(index)
+        """A free worker starts its next generation if the strategy's admission control lets it, or is held."""
+        if self.ledger.admit():
+            self._launch(worker)
+        else:
+            self.held.append(worker)
+
+    def _admit_held(self) -> None:
+        """The held workers, asked again in the order they were held, start until the strategy holds one back."""
+        while self.held and self.ledger.admit():
+            self._launch(self.held.pop(0))
+
+    def _launch(self, worker: int) -> None:
+        """The worker's generation: the stream's next prompt, or one the strategy chose again (the prompt track)."""
+        replayed = self.ledger.next_prompt()
+        if replayed is None:
+            index = self.generations_started  # the stream position too: each fresh start takes the next prompt
+            self.generations_started += 1
+            group = self.ahead.pop(index, None)
+            if group is None or group.policy_version != self.engine.version:
+                self._generate_ahead(index)
+                group = self.ahead.pop(index)
+        else:
+            group = self.generator.replay_group(replayed, self.replays_started)
+            self.replays_started += 1
         self.worker_started[worker] = self.time
+        self.ledger.generations_in_flight = len(self.worker_started)
         self._push(self.time + self.costs.generation_time(group.tokens), GENERATION_DONE, worker, group)
 
     def _generate_ahead(self, first: int, also: int = 0) -> None:
@@ -219,7 +248,9 @@ class Pipeline(Executor):
 
     def _finish_generation(self, event: Event) -> None:
         self.worker_busy_time += self.time - self.worker_started.pop(event.worker)
+        self.ledger.generations_in_flight = len(self.worker_started)
         self.rollouts_generated += self.ledger.add(event.payload, self.time)
+        self._admit_held()  # those held before this one first
         self._start_generation(event.worker)
         if not self.trainer_busy:
             self._try_train()
@@ -230,24 +261,32 @@ class Pipeline(Executor):
         if checked is None:
             return
         batch, weights = checked
-        duration = self.costs.training_time(sum(r.length for r in batch))
+        tokens = sum(r.length for r in batch)
+        duration = self.costs.training_time(tokens)
+        if self.ledger.feedback_after_update:  # the strategy's extra forward pass over the batch
+            duration += self.costs.forward_time(tokens)
         self.trainer_busy = True
         self.trainer_busy_time += duration  # a step in flight at the budget's end is cut in trainer_idle_fraction
         self._push(self.time + duration, TRAIN_DONE, payload=(batch, weights))
 
     def _finish_train_step(self, event: Event) -> None:
         batch, weights = event.payload
+        feedback = "on_update" in self.ledger.hooks
         t = time.perf_counter()
-        stats = self.trainer.step(batch, weights)
+        stats = self.trainer.step(batch, weights, per_sample=feedback)
+        after = self.trainer.completion_logprobs(batch) if self.ledger.feedback_after_update else None
         self.work.wall_seconds["training"] += time.perf_counter() - t
         self.work.tokens_trained += sum(r.length for r in batch)
         usage = self.ledger.record_step(batch)
+        if feedback:
+            self.ledger.on_update(batch, self.trainer.per_sample, after)
         self.trainer_step = self.ledger.trainer_step
         self.samples_trained += len(batch)
         self.trainer_busy = False
         self.metrics.extend(self.train_metrics(stats, usage))
         if self.trainer_step % self.w.pipeline.sync_every == 0:
             self.engine.load_weights(self.trainer.model.state_dict(), self.trainer_step)
+        self._admit_held()
         self._try_train()
 
     # ---- evaluation -----------------------------------------------------------------------
@@ -312,6 +351,8 @@ class ResumeState:
     trainer_busy_time: float
     worker_busy_time: float
     worker_started: dict
+    held: list  # workers held back by admission control
+    replays_started: int
     metrics: list  # logged since the last checkpoint
     last_checkpoint: Checkpoint | None
     trainer_step: int
@@ -329,7 +370,8 @@ class ResumeState:
     @classmethod
     def restore(cls, pipeline: Pipeline, state: dict) -> None:
         for f in dataclasses.fields(cls):
-            setattr(pipeline, f.name, state[f.name])
+            if f.name in state:  # a checkpoint from before a field was added keeps the field's start value
+                setattr(pipeline, f.name, state[f.name])
 
 
 def train_pool_policy(run: Pipeline, trained_for: float) -> Pipeline:

@@ -32,6 +32,7 @@ decisions, in the box as in-process.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import socket
 import time
@@ -39,7 +40,7 @@ from pathlib import Path
 
 from benchmark.engine.boundary import BoxError, exec_program, sandbox_mode, start_box
 from benchmark.engine.box import HEADER, SampledIds, encode, plain_rollout
-from benchmark.strategy import ReplayStrategy, StrategyContext, StrategyError, StrategyFailure
+from benchmark.strategy import HOOKS, ReplayStrategy, StrategyContext, StrategyError, StrategyFailure, UpdateFeedback
 from benchmark.workload import LimitsConfig
 
 STARTUP_TIMEOUT = 60.0  # the strategy's import and constructor
@@ -107,7 +108,8 @@ class IsolatedStrategy(ReplayStrategy):
             raise StrategyFailure(f"crashed: {exc}") from None
         finally:
             box_end.close()
-        self.last_batch_ids: list[int] = []
+        self.last_batch_ids: list[int] = []  # the batch handed out, its step not yet recorded
+        self.trained_ids: list[int] = []  # batches trained since the box last heard: its use counts to come
         self.call_seconds: list[float] = []  # CPU seconds the strategy spent per call, as the box reports them
         self.overhead_seconds = 0.0  # wall time of the calls, pipe and encoding included
         start = {"source": text, "path": str(strategy_path), "params": params, "defaults": defaults or {},
@@ -119,6 +121,12 @@ class IsolatedStrategy(ReplayStrategy):
         if status != "ready":
             self.close()
             raise StrategyFailure(f"{status}: {detail}")
+        if not (isinstance(detail, dict) and isinstance(detail.get("hooks"), list)
+                and set(detail["hooks"]) <= set(HOOKS) and type(detail.get("feedback_after_update")) is bool):
+            self.close()
+            raise StrategyFailure("garbage: the box's start reply is not what the engine reads")
+        self.hooks = tuple(h for h in HOOKS if h in detail["hooks"])  # the optional calls its class defines
+        self.feedback_after_update = detail["feedback_after_update"]
 
     def _died(self, what: str) -> StrategyFailure:
         code = self.box.process.wait(timeout=5)
@@ -212,34 +220,50 @@ class IsolatedStrategy(ReplayStrategy):
     def _hand_over(rollouts) -> list:
         return [plain_rollout(r) for r in rollouts]
 
-    @staticmethod
-    def _ctx(ctx: StrategyContext) -> list:
-        return [ctx.policy_version, ctx.num_trainers]
+    def _ctx(self, ctx: StrategyContext) -> dict:
+        """The context's plain fields, and the batches trained since the box last heard (its use counts)."""
+        trained, self.trained_ids = self.trained_ids, []
+        return {"ctx": [ctx.policy_version, ctx.num_trainers, ctx.generations_in_flight, ctx.group_size,
+                        ctx.batch_size], "trained": trained}
+
+    def trained(self) -> None:
+        """The batch last sampled has been trained (the engine recorded its step)."""
+        self.trained_ids += self.last_batch_ids
+        self.last_batch_ids = []
 
     def add(self, rollouts, ctx):
-        self._call("add", rollouts=self._hand_over(rollouts), ctx=self._ctx(ctx))
+        self._call("add", rollouts=self._hand_over(rollouts), **self._ctx(ctx))
 
     def add_pool(self, rollouts, ctx):
-        self._call("add_pool", rollouts=self._hand_over(rollouts), ctx=self._ctx(ctx))
+        self._call("add_pool", rollouts=self._hand_over(rollouts), **self._ctx(ctx))
 
     def sample(self, batch_size, ctx):
-        trained, self.last_batch_ids = self.last_batch_ids, []
-        reply = self._call("sample", batch_size=batch_size, ctx=self._ctx(ctx), trained=trained)
+        reply = self._call("sample", batch_size=batch_size, **self._ctx(ctx))
         batch = SampledIds.from_message(reply, batch_size)
         if batch is not None:
             self.last_batch_ids = list(batch.ids)
         return batch
+
+    def admit(self, ctx):
+        return self._call("admit", **self._ctx(ctx))
+
+    def next_prompt(self, ctx):
+        return self._call("next_prompt", **self._ctx(ctx))
+
+    def on_update(self, feedback: UpdateFeedback, ctx):
+        self._call("on_update", feedback=dataclasses.asdict(feedback), **self._ctx(ctx))
 
     def pool_request(self):
         return self._call("pool_request")
 
     def state_dict(self):
         """The box's state as opaque bytes (base64 text): only the box ever loads them."""
-        return {"box": self._call("state_dict"), "last_batch_ids": self.last_batch_ids}
+        return {"box": self._call("state_dict"), "last_batch_ids": self.last_batch_ids,
+                "trained_ids": self.trained_ids}
 
     def load_state_dict(self, state):
         self._call("load_state_dict", state=state["box"])
-        self.last_batch_ids = state["last_batch_ids"]
+        self.last_batch_ids, self.trained_ids = state["last_batch_ids"], state.get("trained_ids", [])
 
     def close(self) -> None:
         if getattr(self, "box", None) is not None:

@@ -105,41 +105,53 @@ def ratio_stats(ratio: torch.Tensor, mask: torch.Tensor, clipped_tokens: torch.T
         }
 
 
-def asymre_loss(logprobs, behaviour_logprobs, rewards, baselines, mask, cfg: LossConfig, weights=None,
-                normaliser=None):
+@dataclass
+class TokenLoss:
+    """A loss before aggregation: per completion token, its loss (sample weights applied, with gradients), the
+    importance ratio (detached) and which tokens the loss clipped, truncated or masked (None: it shapes none)."""
+
+    per_token: torch.Tensor
+    ratio: torch.Tensor
+    shaped: torch.Tensor | None = None
+
+    def weighted(self, weights: torch.Tensor | None) -> TokenLoss:
+        if weights is None:
+            return self
+        return TokenLoss(self.per_token * weights.unsqueeze(1), self.ratio, self.shaped)
+
+    def reduce(self, mask: torch.Tensor, cfg: LossConfig, normaliser=None) -> tuple[torch.Tensor, dict[str, float]]:
+        """(the batch loss, its ratio statistics)."""
+        mask = mask.to(self.per_token.dtype)
+        shaped = None if self.shaped is None else self.shaped.to(mask.dtype) * mask
+        return aggregate(self.per_token, mask, cfg.aggregation, normaliser), ratio_stats(self.ratio, mask, shaped)
+
+    def per_sample(self, mask: torch.Tensor) -> tuple[list[float], list[float]]:
+        """Each sample's loss (its tokens' mean) and the share of its tokens shaped."""
+        with torch.no_grad():
+            mask = mask.to(self.per_token.dtype)
+            tokens = mask.sum(1).clamp(min=1)
+            loss = (self.per_token.detach() * mask).sum(1) / tokens
+            if self.shaped is None:
+                shaped = torch.zeros_like(loss)
+            else:
+                shaped = (self.shaped.to(mask.dtype) * mask).sum(1) / tokens
+            return loss.tolist(), shaped.tolist()
+
+
+def asymre_terms(logprobs, behaviour_logprobs, rewards, baselines, cfg: LossConfig) -> TokenLoss:
     """rewards, baselines (group mean rewards): [batch]. No importance ratio; reported for monitoring."""
-    mask = mask.to(logprobs.dtype)
     weight = (rewards - (baselines - cfg.asymre_delta)).unsqueeze(1)
-    per_token = -logprobs * weight
-    if weights is not None:
-        per_token = per_token * weights.unsqueeze(1)
-    loss = aggregate(per_token, mask, cfg.aggregation, normaliser)
-    return loss, ratio_stats(torch.exp(logprobs.detach() - behaviour_logprobs), mask)
+    return TokenLoss(-logprobs * weight, torch.exp(logprobs.detach() - behaviour_logprobs))
 
 
-def clipped_policy_loss(
-    logprobs: torch.Tensor,
-    behaviour_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    cfg: LossConfig,
-    weights: torch.Tensor | None = None,
-    normaliser: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """logprobs, behaviour_logprobs, mask: [batch, tokens]; advantages, weights (per sample): [batch];
-    normaliser: see `aggregate`."""
-    mask = mask.to(logprobs.dtype)
-    log_ratio = logprobs - behaviour_logprobs
-    ratio = torch.exp(log_ratio)
+def clipped_policy_terms(logprobs, behaviour_logprobs, advantages, cfg: LossConfig) -> TokenLoss:
+    """PPO's clipped objective; logprobs, behaviour_logprobs: [batch, tokens]; advantages: [batch]."""
+    ratio = torch.exp(logprobs - behaviour_logprobs)
     adv = advantages.unsqueeze(1)
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - cfg.eps_low, 1.0 + cfg.eps_high) * adv
-    per_token = -torch.minimum(unclipped, clipped)
-    if weights is not None:
-        per_token = per_token * weights.unsqueeze(1)
-    loss = aggregate(per_token, mask, cfg.aggregation, normaliser)
-    clipped_tokens = (clipped < unclipped).to(mask.dtype) * mask  # where the clip changed the objective
-    return loss, ratio_stats(ratio.detach(), mask, clipped_tokens)
+    # the shaped tokens: where the clip changed the objective
+    return TokenLoss(-torch.minimum(unclipped, clipped), ratio.detach(), clipped < unclipped)
 
 
 def m2po_keep(log_ratio: torch.Tensor, mask: torch.Tensor, tau: float) -> torch.Tensor:
@@ -161,56 +173,65 @@ def m2po_keep(log_ratio: torch.Tensor, mask: torch.Tensor, tau: float) -> torch.
         return keep.view_as(mask)
 
 
-def shaped_ratio_loss(logprobs, behaviour_logprobs, advantages, mask, cfg: LossConfig, weights=None,
-                      normaliser=None):
+def shaped_ratio_terms(logprobs, behaviour_logprobs, advantages, mask, cfg: LossConfig) -> TokenLoss:
     """-sg(c) * ratio * A with the coefficient c of `cfg.kind` (the module's docstring); logprobs,
-    behaviour_logprobs, mask: [batch, tokens]; advantages, weights: [batch]."""
-    mask = mask.to(logprobs.dtype)
+    behaviour_logprobs, mask: [batch, tokens]; advantages: [batch]."""
     log_ratio = logprobs - behaviour_logprobs
     ratio = torch.exp(log_ratio)
     detached = ratio.detach()
+    if cfg.kind == "decoupled_ppo":
+        # pi_prox is this forward's own policy: the trust-region ratio pi_theta / pi_prox is 1 in value, its
+        # gradient that of log pi_theta; PPO's clip of it never binds with one optimiser step per batch
+        trust = torch.exp(logprobs - logprobs.detach())
+        adv = advantages.unsqueeze(1)
+        objective = torch.minimum(trust * adv, torch.clamp(trust, 1.0 - cfg.eps_low, 1.0 + cfg.eps_high) * adv)
+        return TokenLoss(-detached.clamp(max=cfg.decoupled_cap) * objective, detached, detached > cfg.decoupled_cap)
     if cfg.kind == "tis":
         coefficient = detached.clamp(max=cfg.tis_cap) / detached
     elif cfg.kind == "cispo":
         coefficient = detached.clamp(max=1.0 + cfg.eps_high) / detached
     elif cfg.kind == "m2po":
         coefficient = m2po_keep(log_ratio.detach(), mask, cfg.m2po_tau).to(ratio.dtype)
-    elif cfg.kind == "decoupled_ppo":
-        # pi_prox is this forward's own policy: the trust-region ratio pi_theta / pi_prox is 1 in value, its
-        # gradient that of log pi_theta; PPO's clip of it never binds with one optimiser step per batch
-        trust = torch.exp(logprobs - logprobs.detach())
-        adv = advantages.unsqueeze(1)
-        clipped = torch.clamp(trust, 1.0 - cfg.eps_low, 1.0 + cfg.eps_high) * adv
-        objective = torch.minimum(trust * adv, clipped)
-        behaviour_weight = detached.clamp(max=cfg.decoupled_cap)
-        per_token = -behaviour_weight * objective
-        if weights is not None:
-            per_token = per_token * weights.unsqueeze(1)
-        capped = (detached > cfg.decoupled_cap).to(mask.dtype) * mask
-        return aggregate(per_token, mask, cfg.aggregation, normaliser), ratio_stats(detached, mask, capped)
     else:
         raise ValueError(f"{cfg.kind!r} is not a shaped-ratio loss")
-    per_token = -(coefficient * ratio) * advantages.unsqueeze(1)
-    if weights is not None:
-        per_token = per_token * weights.unsqueeze(1)
-    changed = (coefficient != 1.0).to(mask.dtype) * mask
-    return aggregate(per_token, mask, cfg.aggregation, normaliser), ratio_stats(detached, mask, changed)
+    return TokenLoss(-(coefficient * ratio) * advantages.unsqueeze(1), detached, coefficient != 1.0)
+
+
+def asymre_loss(logprobs, behaviour_logprobs, rewards, baselines, mask, cfg: LossConfig, weights=None,
+                normaliser=None):
+    """AsymRE's batch loss and statistics (`asymre_terms`)."""
+    return asymre_terms(logprobs, behaviour_logprobs, rewards, baselines, cfg).weighted(weights).reduce(
+        mask, cfg, normaliser)
+
+
+def clipped_policy_loss(logprobs, behaviour_logprobs, advantages, mask, cfg: LossConfig, weights=None,
+                        normaliser=None) -> tuple[torch.Tensor, dict[str, float]]:
+    """logprobs, behaviour_logprobs, mask: [batch, tokens]; advantages, weights (per sample): [batch];
+    normaliser: see `aggregate`."""
+    return clipped_policy_terms(logprobs, behaviour_logprobs, advantages, cfg).weighted(weights).reduce(
+        mask, cfg, normaliser)
+
+
+def shaped_ratio_loss(logprobs, behaviour_logprobs, advantages, mask, cfg: LossConfig, weights=None,
+                      normaliser=None) -> tuple[torch.Tensor, dict[str, float]]:
+    """A shaped-ratio loss's batch loss and statistics (`shaped_ratio_terms`)."""
+    return shaped_ratio_terms(logprobs, behaviour_logprobs, advantages, mask, cfg).weighted(weights).reduce(
+        mask, cfg, normaliser)
 
 
 def _per_sample(rollouts: list[Rollout], field: str, like: torch.Tensor) -> torch.Tensor:
     return torch.tensor([getattr(r, field) for r in rollouts], dtype=torch.float32, device=like.device)
 
 
-# Each registered loss (benchmark.workload.LOSSES names them for the schema) from the batch's log-probs and its
-# rollouts: (logprobs, behaviour, rollouts, mask, cfg, weights, normaliser) -> (loss, ratio statistics).
+# Each registered loss (benchmark.workload.LOSSES names them for the schema), per token, from the batch's log-probs
+# and its rollouts: (logprobs, behaviour, rollouts, mask, cfg) -> TokenLoss.
 LOSS_FUNCTIONS = {
-    "grpo": lambda logp, behaviour, rollouts, mask, cfg, weights, normaliser: clipped_policy_loss(
-        logp, behaviour, _per_sample(rollouts, "advantage", logp), mask, cfg, weights, normaliser),
-    "asymre": lambda logp, behaviour, rollouts, mask, cfg, weights, normaliser: asymre_loss(
-        logp, behaviour, _per_sample(rollouts, "reward", logp), _per_sample(rollouts, "group_reward_mean", logp),
-        mask, cfg, weights, normaliser),
-    **{kind: lambda logp, behaviour, rollouts, mask, cfg, weights, normaliser: shaped_ratio_loss(
-        logp, behaviour, _per_sample(rollouts, "advantage", logp), mask, cfg, weights, normaliser)
+    "grpo": lambda logp, behaviour, rollouts, mask, cfg: clipped_policy_terms(
+        logp, behaviour, _per_sample(rollouts, "advantage", logp), cfg),
+    "asymre": lambda logp, behaviour, rollouts, mask, cfg: asymre_terms(
+        logp, behaviour, _per_sample(rollouts, "reward", logp), _per_sample(rollouts, "group_reward_mean", logp), cfg),
+    **{kind: lambda logp, behaviour, rollouts, mask, cfg: shaped_ratio_terms(
+        logp, behaviour, _per_sample(rollouts, "advantage", logp), mask, cfg)
        for kind in ("tis", "cispo", "m2po", "decoupled_ppo")},
 }
 
@@ -354,6 +375,8 @@ class GRPOTrainer:
         self.share_prompts = (share_prompts and not gradient_checkpointing and not hasattr(model, "module")
                               and not is_sharded(model))
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
+        self._samples: dict | None = None  # batch position -> (loss, clip fraction, log-probs) during a step
+        self.per_sample: dict | None = None  # the last step's, when asked for
 
     @classmethod
     def from_config(cls, model, pad_id: int, g) -> GRPOTrainer:
@@ -366,14 +389,16 @@ class GRPOTrainer:
                    micro_batch_size=g.micro_batch_size, gradient_checkpointing=g.gradient_checkpointing)
 
     def step(self, rollouts: list[Rollout], weights: list[float] | None = None,
-             loss_scale: float = 1.0) -> dict[str, float]:
+             loss_scale: float = 1.0, per_sample: bool = False) -> dict[str, float]:
         """One optimiser step; `weights` (one per rollout) scale each sample's token losses.
 
         loss_scale multiplies the loss before backward (the reported loss is unscaled): a data-parallel
         trainer holding part of the batch scales by T x its share, so that averaging the T gradients
-        gives the gradient of the whole batch's loss."""
+        gives the gradient of the whole batch's loss. per_sample: keep each sample's loss, share of tokens
+        shaped and log-probs before the update in `self.per_sample` (lists in batch order; training feedback)."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
+        self._samples = {} if per_sample else None
         if 0 < self.micro_batch_size < len(rollouts):
             stats = self._accumulate_micro_batches(rollouts, weights, loss_scale)
         else:
@@ -383,11 +408,26 @@ class GRPOTrainer:
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
         self.optimizer.step()
         stats["grad_norm"] = full_tensor(grad_norm).item()
+        if per_sample:
+            rows = [self._samples[i] for i in range(len(rollouts))]
+            self.per_sample = {key: [row[k] for row in rows] for k, key in
+                               enumerate(("loss", "clip_fraction", "logprobs"))}
         return stats
 
-    def _forward(self, rollouts: list[Rollout], weights: list[float] | None, normaliser: torch.Tensor | None = None):
+    @torch.no_grad()
+    def completion_logprobs(self, rollouts: list[Rollout]) -> list[list[float]]:
+        """Each completion token's log-prob under the current weights (one forward pass, no gradient)."""
+        self.model.eval()
+        device = next(self.model.parameters()).device
+        input_ids, attention, mask, _ = (t.to(device) for t in pad_batch(rollouts, self.pad_id))
+        logp, _ = token_logprobs_and_entropy(self.model, input_ids, attention, self.temperature)
+        return [row[m].tolist() for row, m in zip(logp, mask)]
+
+    def _forward(self, rollouts: list[Rollout], weights: list[float] | None, normaliser: torch.Tensor | None = None,
+                 positions: list[int] | None = None):
         """The loss of `rollouts` (see `aggregate` for normaliser), its ratio statistics, the entropy summed
-        over completion tokens, and the number of completion tokens."""
+        over completion tokens, and the number of completion tokens. positions: where each rollout sits in the
+        step's batch (micro-batches), for the per-sample feedback."""
         device = next(self.model.parameters()).device  # the batch goes where the model is (a GPU, or the CPU)
         w = None if weights is None else torch.tensor(weights, dtype=torch.float32, device=device)
         if normaliser is not None:
@@ -403,8 +443,13 @@ class GRPOTrainer:
             rows = torch.tensor(recompute, device=device)
             behaviour = behaviour.clone()
             behaviour[rows] = logp.detach()[rows].to(behaviour.dtype)
-        loss, stats = LOSS_FUNCTIONS[self.loss_cfg.kind](logp, behaviour, rollouts, completion_mask, self.loss_cfg, w,
-                                                         normaliser)
+        terms = LOSS_FUNCTIONS[self.loss_cfg.kind](logp, behaviour, rollouts, completion_mask, self.loss_cfg)
+        terms = terms.weighted(w)
+        loss, stats = terms.reduce(completion_mask, self.loss_cfg, normaliser)
+        if self._samples is not None:
+            losses, shaped = terms.per_sample(completion_mask)
+            logprobs = [row[m].tolist() for row, m in zip(logp.detach(), completion_mask.bool())]
+            self._samples.update(zip(positions or range(len(rollouts)), zip(losses, shaped, logprobs)))
         return loss, stats, (entropy.detach() * completion_mask).sum(), completion_mask.sum()
 
     def _accumulate_micro_batches(self, rollouts: list[Rollout], weights: list[float] | None,
@@ -423,7 +468,7 @@ class GRPOTrainer:
             last = k == len(chunks) - 1
             no_sync = getattr(self.model, "no_sync", None)
             with contextlib.nullcontext() if last or no_sync is None else no_sync():
-                loss, stats, entropy_sum, tokens = self._forward(part, part_weights, normaliser)
+                loss, stats, entropy_sum, tokens = self._forward(part, part_weights, normaliser, chunk)
                 (loss * loss_scale if loss_scale != 1.0 else loss).backward()
             n = int(tokens.item())
             part_stats.append({**stats, "loss": loss.item(), "entropy": entropy_sum.item() / max(n, 1)})

@@ -152,10 +152,13 @@ class StrategyHost:
         self.ledger: StrategyLedger | None = None
         self.in_training: list = []
 
-    def open(self, spec: StrategySpec) -> None:
+    def open(self, spec: StrategySpec) -> tuple[str, ...]:
+        """The strategy opened; the optional hooks it defines."""
         setup_process()
         self.ledger = StrategyLedger(open_strategy(spec, self.seed, self.w.limits), self.seed, self.w.pipeline.trainers,
-                                     self.w.limits, spec.track, spec.seed_secret)
+                                     self.w.limits, spec.track, spec.seed_secret, group_size=self.w.grpo.group_size,
+                                     batch_size=self.w.grpo.batch_size)
+        return self.ledger.hooks
 
     def pool_request(self):
         return self.ledger.pool_request(most_pool_rollouts(self.w))

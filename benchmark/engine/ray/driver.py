@@ -92,7 +92,10 @@ class RayPipeline(Executor):
         return f"{EXPERIMENT_PREFIX}{workload_name}"
 
     def open_strategy(self, spec: StrategySpec) -> None:
-        self._get(self.host.open.remote(spec))
+        hooks = self._get(self.host.open.remote(spec))
+        if hooks:
+            raise RunError(f"the strategy defines {', '.join(f'{h}()' for h in hooks)}, which only the virtual-time "
+                           "executor calls so far: run it with --executor sim")
 
     def _get(self, refs):
         """ray.get, with a strategy's verdict re-raised as itself rather than wrapped by Ray."""

@@ -29,7 +29,7 @@ class StrategyError(UserError):
 
 class StrategyFailure(StrategyError):
     """A strategy that broke the rules during a run; the message is the verdict '<kind>: <detail>'
-    (raised, timeout, memory, crashed, forbidden, garbage, fabricated, tampered)."""
+    (raised, timeout, memory, crashed, forbidden, garbage, fabricated, tampered, stalled)."""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ too: no call may use more than `call_seconds` of it, and the whole run no more t
                 what its track's rules do not allow
     garbage     it returned something that is not what the API asks for, or a reply over the size cap
     fabricated / tampered    a rollout the engine never produced, or one that differs from its own
+                (or a prompt to replay that the run never generated)
+    stalled     admission control holds every worker while sample() waits for data: nothing can change
 
 The box keeps the strategy's RNG (seeded like the engine's) and a mirror of the use counts, updated before each
 `sample` with the previous batch (trained by then), so a strategy sees the same context, and makes the same

@@ -20,10 +20,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 import yaml
-from annotated_types import Gt
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -31,7 +30,6 @@ from pydantic import (
     PositiveInt,
     ValidationError,
     ValidationInfo,
-    WithJsonSchema,
     field_validator,
 )
 
@@ -39,7 +37,7 @@ from benchmark import schema
 from benchmark.errors import UserError
 from benchmark.paths import BASELINES_DIR
 from benchmark.strategy import check_params, declared_defaults, declared_params
-from benchmark.workload import LOSSES, Number, Workload, load_workload
+from benchmark.workload import LOSSES, PositiveNumber, Workload, load_workload
 
 TRACKS = ("buffer", "open", "prompt")
 DEFAULT_TRACK = "buffer"
@@ -53,7 +51,6 @@ class SubmissionError(UserError):
     """A submission that does not validate; the message names every problem and its fix."""
 
 
-PositiveNumber = Annotated[Number, Gt(0), WithJsonSchema({"type": "number", "exclusiveMinimum": 0})]
 
 
 class EntryFields(BaseModel):

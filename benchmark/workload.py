@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
+from annotated_types import Gt
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, WithJsonSchema
 
 from benchmark import schema
@@ -26,6 +27,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 # A number as the YAML writes it: pydantic's float would turn `budget: 4_800_000` into 4800000.0, and the run
 # configs hashed into group keys record it as an int
 Number = Annotated[StrictInt | StrictFloat, WithJsonSchema({"type": "number"})]
+PositiveNumber = Annotated[Number, Gt(0), WithJsonSchema({"type": "number", "exclusiveMinimum": 0})]
 
 
 class WorkloadError(UserError):
@@ -86,9 +88,9 @@ class GRPOConfig(Section):
     aggregation: str = "token_mean"
     loss: Literal[LOSSES] = "grpo"
     asymre_delta: Number = 0.1  # asymre: baseline V = group mean reward - delta
-    tis_cap: Number = 2.0  # tis: the cap C of the per-token importance ratio
-    m2po_tau: Number = 0.04  # m2po: the bound on the kept tokens' mean (log ratio)^2 (the paper's 0.04)
-    decoupled_cap: Number = 5.0  # decoupled_ppo: the cap of the behaviour weight pi_prox / b
+    tis_cap: PositiveNumber = 2.0  # tis: the cap C of the per-token importance ratio
+    m2po_tau: PositiveNumber = 0.04  # m2po: the bound on the kept tokens' mean (log ratio)^2 (the paper's 0.04)
+    decoupled_cap: PositiveNumber = 5.0  # decoupled_ppo: the cap of the behaviour weight pi_prox / b
     temperature: Number = 1.0  # sampling temperature of the training rollouts
     # memory only, same update: rollouts per forward/backward, gradients accumulated (0 = the whole batch)
     micro_batch_size: int = 0

@@ -173,3 +173,14 @@ def test_fresh_anchored_trains_every_fresh_rollout_first_and_nothing_past_tau_ma
     strategy.sample = fresh_first
     finished(p)
     assert any(checked) and max(p.strategy_usage()["offpolicy_counts"]) <= 3
+
+
+@pytest.mark.slow
+def test_an_off_policy_loss_makes_the_same_run_in_process_and_isolated(tiny_checkpoint, coin_task):
+    """A registered loss is the engine's: nothing of it crosses the box, and the M2PO baseline's run is the same."""
+    runs = [finished(pipeline(tiny_checkpoint, coin_task, BASELINES / "fifo_uniform.py", {"buffer_size": 32}, "open",
+                              isolated, **{"grpo.loss": "m2po", "grpo.m2po_tau": 1e-4})) for isolated in (False, True)]
+    assert runs[0] == runs[1]
+    metrics = runs[0][3]
+    # a tight tau on this small model: M2PO masked tokens
+    assert any(name == "train/clip_fraction" and value > 0 for name, value, _ in metrics)

@@ -74,6 +74,7 @@ def test_the_config_keeps_the_types_the_yaml_wrote():
     ({"eval.tasks": "arith_tiny"}, "arith-tiny.eval.tasks must be a list of strings, not 'arith_tiny'"),
     ({"model.chat_template_options": [1]}, "arith-tiny.model.chat_template_options must be a mapping, not [1]"),
     ({"grpo": 3}, "arith-tiny.grpo must be a mapping, not 3"),
+    ({"grpo.tis_cap": -1}, "arith-tiny.grpo.tis_cap must be a positive number, not -1"),
     ({"grpo.loss": "ppo"},
      "arith-tiny.grpo.loss must be one of grpo, asymre, tis, cispo, m2po, decoupled_ppo, not 'ppo'"),
     ({"limits.nope": 1}, "arith-tiny.limits: unknown field `nope` (known: strategy_seconds, call_seconds,"),

@@ -47,6 +47,8 @@ class RunSpec:
     attachments: dict = field(default_factory=dict)  # artifact file name -> text, logged when the run starts
     # keys the strategy's RNG seed so that a box cannot invert it (ledger.strategy_seed); tagged in MLflow
     seed_secret: str | None = None
+    # the regime diagnostic's measurements (engine/probe.py): they change nothing in the run; tagged
+    probe: bool = False
 
     def __post_init__(self):
         self.strategy_path = Path(self.strategy_path)
@@ -63,6 +65,8 @@ class RunSpec:
             accepted = list(strategy_params(load_strategy_class(self.strategy_path)))
         check_params(self.strategy_path, self.strategy_params, accepted)
         executor_class(self.executor)  # unknown, or not installed: one clear message before anything loads
+        if self.probe and self.executor != "sim":
+            raise RunError("the regime diagnostic's probe runs on the virtual-time executor: use --executor sim")
 
     @functools.cached_property
     def strategy_source(self) -> bytes:
@@ -148,6 +152,8 @@ def run(spec: RunSpec, resume: bool = False, summary_json: Path | None = None, p
     if resume and not ckpt.is_file():
         raise RunError(f"nothing to resume for this configuration and seed (no {ckpt}); run without --resume")
     executor = executor_cls(w, task, spec.seed, executor_options)
+    if spec.probe:
+        executor.enable_probe()
     try:
         return _drive(spec, executor, config, task, task_versions, ckpt, resume, summary_json, progress,
                       stop_after_evals)
@@ -163,6 +169,7 @@ def _tags(spec: RunSpec, task) -> dict:
             **({f"{TAG}sandbox": sandbox_mode()} if spec.isolated else {}),
             **({f"{TAG}name": spec.name} if spec.name else {}),
             **({f"{TAG}seed_secret": spec.seed_secret} if spec.seed_secret else {}),
+            **({f"{TAG}probe": "true"} if spec.probe else {}),
             **{f"{TAG}{k}": v for k, v in spec.tags.items()}, **spec.user_tags}
 
 

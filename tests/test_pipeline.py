@@ -35,7 +35,8 @@ def logged(checkpoints) -> list:
 def track_of(baseline: str) -> str:
     from benchmark.submission import load_baselines
 
-    return load_baselines().entries[baseline].track
+    entry = load_baselines().entries.get(baseline)  # on_policy_repeat: the regime diagnostic's arm, not an entry
+    return entry.track if entry else "buffer"
 
 
 def recording(name, params):

@@ -36,10 +36,10 @@ def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, coi
     # coin_task: mixed rewards, so that weights, priorities and replayed successes all come into play
     from benchmark.submission import load_baselines
 
-    entry = load_baselines().entries[name]
+    entry = load_baselines().entries.get(name)  # on_policy_repeat: the regime diagnostic's arm, not an entry
     path = REPO / "baselines" / f"{name}.py"
     small_buffer = {"buffer_size": 32} if "buffer_size" in declared_params(path) else {}
-    params = {**entry.strategy_params(), **small_buffer, **SMALL.get(name, {})}
+    params = {**(entry.strategy_params() if entry else {}), **small_buffer, **SMALL.get(name, {})}
     histories = []
     for isolated in (False, True):
         w = small_workload(tiny_checkpoint, **{"pipeline.workers": 5, "pipeline.trainers": 3})
@@ -48,7 +48,7 @@ def test_isolated_strategy_makes_the_same_run_as_in_process(tiny_checkpoint, coi
         strategy = (IsolatedStrategy(path, params, rng_seed=strategy_seed(0)) if isolated
                     else build_strategy(path, params))
         p = Pipeline(w, coin_task, seed=0, policy=(model, tok, {}))
-        p.attach(strategy, entry.track)
+        p.attach(strategy, entry.track if entry else "buffer")
         p.start()
         metrics = [m for c in p.run() for m in c.metrics if not m[0].startswith("wall/")]
         use_count = p.strategy_usage()["use_count"]

@@ -54,8 +54,9 @@ def add_parsers(subparsers) -> None:
                    help="an MLflow tag of your own on the run (repeatable), e.g. --tag team=blue")
     p.add_argument("--resume", action="store_true", help="continue the interrupted run of this config and seed")
     p.add_argument("--track", choices=TRACKS, default=DEFAULT_TRACK,
-                   help="whose rules the strategy's batches follow: buffer (default) or open (regroup and "
-                        "recompute_behaviour allowed)")
+                   help="whose rules the strategy follows (docs/sandbox.md): buffer (default), open or prompt")
+    p.add_argument("--probe", action="store_true",
+                   help="also measure the regime diagnostic's step sizes and divergences (the run is unchanged)")
     p.add_argument("--seed-secret", metavar="HEX",
                    help="the secret that keyed a submitted run's strategy RNG (its MLflow tag replaybench.seed_secret),"
                         " to make that run again exactly")
@@ -227,7 +228,7 @@ def cmd_run(args) -> int:
     workload, strategy_params = workload_from_args(args)
     spec = RunSpec(workload, Path(args.strategy), strategy_params, args.seed, isolated=args.isolate,
                    tags=track_tags(args.track), executor=args.executor,
-                   name=args.name, user_tags=dict(args.tag), seed_secret=args.seed_secret)
+                   name=args.name, user_tags=dict(args.tag), seed_secret=args.seed_secret, probe=args.probe)
     options = None
     if args.ray_pace or args.ray_engine != "hf" or args.ray_gpus_per_actor is not None:
         from benchmark.engine.ray.options import RayOptions

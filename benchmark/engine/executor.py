@@ -157,6 +157,11 @@ class Executor(ABC):
     def load_state_dict(self, state: dict) -> None:
         raise RunError(f"the {self.name} executor keeps no checkpoints: run without --resume")
 
+    def enable_probe(self) -> None:
+        """Measure the regime diagnostic's step sizes and divergences as the run goes (engine/probe.py)."""
+        raise RunError(f"the regime diagnostic's probe runs on the virtual-time executor: use --executor sim, not "
+                       f"{self.name}")
+
     # ---- shared -------------------------------------------------------------------------------
     def run(self, progress=None) -> list[Checkpoint]:
         """Run to the end of the budget; every checkpoint, in order."""

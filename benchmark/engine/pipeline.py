@@ -25,10 +25,12 @@ from benchmark.engine.ledger import (
     PendingGroup,
     StrategyLedger,
     StrategySpec,
+    build_rollouts,
     most_pool_rollouts,
     open_strategy,
     reference_strategy,
 )
+from benchmark.engine.probe import StalenessProbe
 from benchmark.grading.prompts import PromptFormat
 from benchmark.rl.grpo import GRPOTrainer
 from benchmark.rl.policy import load_start_policy
@@ -71,6 +73,7 @@ class Pipeline(Executor):
                                         task, self.prompt, workload, seed, self.work)
         self.ledger: StrategyLedger | None = None
         self.pool_facts: dict | None = None  # what the strategy's pool cost and held (summary["pool"])
+        self.probe: StalenessProbe | None = None  # the regime diagnostic's measurements (enable_probe)
 
         self.time = 0.0  # the virtual clock
         self.events: list[Event] = []
@@ -97,6 +100,9 @@ class Pipeline(Executor):
         """Use a strategy built in this process (or an IsolatedStrategy)."""
         self.ledger = StrategyLedger(strategy, self.seed, self.w.pipeline.trainers, self.w.limits, track, seed_secret,
                                      group_size=self.w.grpo.group_size, batch_size=self.w.grpo.batch_size)
+
+    def enable_probe(self) -> None:
+        self.probe = StalenessProbe(self.w.grpo.eps_low, self.w.grpo.eps_high)
 
     def close(self) -> None:
         close = getattr(self.ledger.strategy if self.ledger else None, "close", None)
@@ -249,6 +255,9 @@ class Pipeline(Executor):
     def _finish_generation(self, event: Event) -> None:
         self.worker_busy_time += self.time - self.worker_started.pop(event.worker)
         self.ledger.generations_in_flight = len(self.worker_started)
+        if self.probe:
+            self.metrics.extend(self.probe.generated(self.trainer, build_rollouts(event.payload, 0, 0, 0, self.time),
+                                                     self.trainer_step, self.compute_used))
         self.rollouts_generated += self.ledger.add(event.payload, self.time)
         self._admit_held()  # those held before this one first
         self._start_generation(event.worker)
@@ -272,6 +281,8 @@ class Pipeline(Executor):
     def _finish_train_step(self, event: Event) -> None:
         batch, weights = event.payload
         feedback = "on_update" in self.ledger.hooks
+        if self.probe:
+            self.probe.before_step(self.trainer, self.trainer_step)
         t = time.perf_counter()
         stats = self.trainer.step(batch, weights, per_sample=feedback)
         after = self.trainer.completion_logprobs(batch) if self.ledger.feedback_after_update else None
@@ -284,6 +295,8 @@ class Pipeline(Executor):
         self.samples_trained += len(batch)
         self.trainer_busy = False
         self.metrics.extend(self.train_metrics(stats, usage))
+        if self.probe:
+            self.metrics.extend(self.probe.after_step(self.trainer, self.trainer_step, self.compute_used))
         if self.trainer_step % self.w.pipeline.sync_every == 0:
             self.engine.load_weights(self.trainer.model.state_dict(), self.trainer_step)
         self._admit_held()
@@ -316,14 +329,16 @@ class Pipeline(Executor):
 
     def summary(self) -> dict:
         pool = {"pool": self.pool_facts} if self.pool_facts else {}
-        return {**super().summary(), "measured": self.measured(), **pool}
+        probe = {"probe": self.probe.summary(self.w.budget)} if self.probe else {}
+        return {**super().summary(), "measured": self.measured(), **pool, **probe}
 
     def measured(self) -> dict:
         return self.work.measured()
 
     # ---- checkpoints ----------------------------------------------------------------------
     def state_dict(self) -> dict:
-        return {**ResumeState.of(self), **dataclasses.asdict(self.work), "ledger": self.ledger.state_dict(),
+        probe = {"probe": self.probe.state_dict()} if self.probe else {}
+        return {**ResumeState.of(self), **dataclasses.asdict(self.work), "ledger": self.ledger.state_dict(), **probe,
                 "model": self.trainer.model.state_dict(), "optimizer": self.trainer.optimizer.state_dict(),
                 "engine": {"weights": self.engine.model.state_dict(), "version": self.engine.version}}
 
@@ -332,6 +347,8 @@ class Pipeline(Executor):
         self.trainer.optimizer.load_state_dict(state["optimizer"])
         self.engine.load_weights(state["engine"]["weights"], state["engine"]["version"])
         self.ledger.load_state_dict(state["ledger"])
+        if self.probe and "probe" in state:
+            self.probe.load_state_dict(state["probe"])
         ResumeState.restore(self, state)
         for f in dataclasses.fields(self.work):
             setattr(self.work, f.name, state[f.name])

@@ -17,7 +17,10 @@ Everything else (model, task, learning rate, G, B, evaluation, budget, seeds) is
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import itertools
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -74,6 +77,9 @@ class EntryFields(BaseModel):
     loss: Literal[LOSSES] = "grpo"
     sync_every: PositiveInt = None  # trainer steps between the workers' weight updates (default: the workload's)
     grpo: dict[Literal[OPEN_TRACK_GRPO], PositiveNumber] = {}
+    # the search space of a workload with tuning (TuningConfig): `split` ("W,T" strings), `buffer_size`, a
+    # hyperparameter's name, or (open track) `grpo.<setting>`, each with the list of its values
+    tuning: dict[str, list] = {}
 
     @field_validator("hyperparameters")
     @classmethod
@@ -97,6 +103,26 @@ class EntryFields(BaseModel):
             raise ValueError("the buffer track fixes the GRPO settings: remove `grpo` or use track: open")
         return grpo
 
+    @field_validator("tuning")
+    @classmethod
+    def _tuning_space(cls, tuning: dict, info: ValidationInfo) -> dict:
+        for key, values in tuning.items():
+            if not values:
+                raise ValueError(f"tuning.{key} must list at least one value")
+            if key.startswith("grpo."):
+                if key[5:] not in OPEN_TRACK_GRPO or info.data.get("track") != "open":
+                    raise ValueError(f"tuning.{key}: only an open-track entry tunes GRPO settings, and only "
+                                     f"{', '.join(OPEN_TRACK_GRPO)}")
+            elif key == "split" and not all(isinstance(v, str) and _split(v) for v in values):
+                raise ValueError('tuning.split must list "W,T" strings of whole numbers >= 1, e.g. ["6,2", "5,3"]')
+        return tuning
+
+
+def _split(text: str) -> tuple[int, int] | None:
+    parts = text.split(",")
+    return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(
+        p.strip().isdigit() and int(p) >= 1 for p in parts) else None
+
 
 # what a field must be, where its schema's pattern cannot say it
 PHRASES = {"name": "1-64 letters, digits, '.', '_' or '-' (it names runs and files)", "strategy": "a .py file",
@@ -119,6 +145,32 @@ class Submission:
     loss: str = "grpo"
     sync_every: int | None = None  # trainer steps between the workers' weight updates (default: the workload's)
     grpo: dict = field(default_factory=dict)  # open track: OPEN_TRACK_GRPO settings
+    tuning: dict = field(default_factory=dict)  # the search space it declares (EntryFields.tuning)
+
+    def tuning_trials(self, trials: int) -> list[Submission]:
+        """The entry at each point of its search space it runs under a tuning budget of `trials`: the grid's
+        points in order, or, when there are more, `trials` of them drawn by a generator seeded with the entry's
+        name (in grid order). No search space: the entry's own settings, one trial."""
+        keys = list(self.tuning)
+        points = list(itertools.product(*(self.tuning[k] for k in keys))) or [()]
+        if len(points) > trials > 0:
+            seed = int.from_bytes(hashlib.sha256(self.name.encode()).digest()[:4], "big")
+            points = [points[i] for i in sorted(random.Random(seed).sample(range(len(points)), trials))]
+        return [self._at(dict(zip(keys, point))) for point in points]
+
+    def _at(self, point: dict) -> Submission:
+        """The entry with a point of its search space in place of its own settings."""
+        changes, hyper, grpo = {}, dict(self.hyperparameters), dict(self.grpo)
+        for key, value in point.items():
+            if key == "split":
+                changes["workers"], changes["trainers"] = _split(value)
+            elif key == "buffer_size":
+                changes["buffer_size"] = value
+            elif key.startswith("grpo."):
+                grpo[key[5:]] = value
+            else:
+                hyper[key] = value
+        return dataclasses.replace(self, **changes, hyperparameters=hyper, grpo=grpo)
 
     def content_sha256(self) -> str:
         """Hash of every file of the entry (names and bytes): what was run is what is on record."""

@@ -129,6 +129,16 @@ class LimitsConfig(Section):
     cpu_share: Number = 0.05
 
 
+class TuningConfig(Section):
+    """The same tuning budget for every entry (leaderboard/README.md, "Tuning"): each entry, the reference
+    included, runs at most `trials` points of the search space it declares (its `tuning:` field) on the `seeds`,
+    and is scored at the trial the rule picks. trials 0: no tuning; each entry is scored at its own settings (the
+    reference's tuned by the workload's authors: "reference-tuned")."""
+
+    trials: int = Field(0, ge=0)
+    seeds: list[int] = []
+
+
 class Workload(Section):
     name: str
     task: str
@@ -147,6 +157,7 @@ class Workload(Section):
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    tuning: TuningConfig = Field(default_factory=TuningConfig)
 
     def to_dict(self) -> dict:
         return self.model_dump()

@@ -96,21 +96,47 @@ def remove_unreferenced(folder: Path) -> None:
             path.unlink()
 
 
+MEASUREMENTS = "measurements"  # inside the published board's folder: measurements beside the board
+
+
+def measurement_run_ids(board_dir: Path) -> set[str]:
+    """The runs behind the board's measurements (a regime diagnostic, a tuning, a search): every id under a
+    top-level `run_ids` (a list, or a mapping of lists) of the JSON files under board_dir/measurements/."""
+    ids = set()
+    for path in sorted((Path(board_dir) / MEASUREMENTS).rglob("*.json")):
+        listed = json.loads(path.read_text()).get("run_ids") if path.stat().st_size < (16 << 20) else None
+        for group in (listed.values() if isinstance(listed, dict) else [listed or []]):
+            ids.update(i for i in group if isinstance(i, str))
+    return ids
+
+
 def export_runs(results: dict, board_dir: Path, mlflow_client=None) -> int:
-    """Write board_dir/runs/<id>/ for every run the board names (and remove folders of runs it no longer names,
-    and shared files no run names); the number of runs written."""
+    """Write board_dir/runs/<id>/ for every run the board or its measurements name (and remove folders of runs
+    none names, and shared files no run names); the number of runs written."""
+    folder = Path(board_dir) / RUNS_FOLDER
+    wanted = set(referenced_run_ids(results)) | measurement_run_ids(board_dir)
+    written = ship_runs(sorted(wanted), board_dir, mlflow_client)
+    for stale in folder.iterdir() if folder.is_dir() else []:
+        if stale.is_dir() and stale.name not in wanted and stale.name != BY_SHA256:
+            shutil.rmtree(stale)
+    remove_unreferenced(folder)
+    return written
+
+
+def ship_runs(run_ids: list[str], board_dir: Path, mlflow_client=None) -> int:
+    """Write board_dir/runs/<id>/ for each of these runs the store holds (a run it lacks, e.g. imported: a folder
+    shipped before stays); the number written. Removes nothing."""
     from mlflow.exceptions import MlflowException
 
     from benchmark.tracking import client as make_client
 
     c = mlflow_client or make_client()
     folder = Path(board_dir) / RUNS_FOLDER
-    wanted = referenced_run_ids(results)
     written = 0
-    for run_id in wanted:
+    for run_id in run_ids:
         try:
             run = c.get_run(run_id)
-        except MlflowException:  # not in this store (a forced publish, imported runs): a folder shipped before stays
+        except MlflowException:
             continue
         written += 1
         record = {"run_id": run_id, "run_name": run.info.run_name, "status": run.info.status,
@@ -124,10 +150,6 @@ def export_runs(results: dict, board_dir: Path, mlflow_client=None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             write_run(folder, record, {name: Path(c.download_artifacts(run_id, name, tmp)) for name in names
                                        if name in SHIPPED_ARTIFACTS or name.endswith(".py")})
-    for stale in folder.iterdir() if folder.is_dir() else []:
-        if stale.is_dir() and stale.name not in wanted and stale.name != BY_SHA256:
-            shutil.rmtree(stale)
-    remove_unreferenced(folder)
     return written
 
 

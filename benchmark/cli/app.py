@@ -8,13 +8,13 @@ import sys
 from rich.markup import escape
 
 from benchmark import tracking
-from benchmark.cli import diagnose, doctor, leaderboard, plan, runs, sweep, tools, tune
+from benchmark.cli import campaign, diagnose, doctor, leaderboard, plan, runs, sweep, tools, tune
 from benchmark.cli import eval as evaluation  # not the builtin
 from benchmark.cli.options import console, quiet_libraries
 from benchmark.errors import UserError
 
 # each adds its subcommands with add_parsers
-COMMAND_MODULES = (runs, sweep, tune, diagnose, plan, tools, evaluation, doctor, leaderboard)
+COMMAND_MODULES = (runs, sweep, tune, campaign, diagnose, plan, tools, evaluation, doctor, leaderboard)
 
 
 # An example per command, shown under its --help.
@@ -26,6 +26,7 @@ EXAMPLES = {
     "sweep": "replaybench sweep --strategies fifo_uniform --splits 6,2 5,3 4,4 --seeds 100 101 --jobs 2",
     "diagnose": "replaybench diagnose --workload arith-tiny --jobs 2",
     "tune": "replaybench tune --workload arith-small-steps --entries on_policy fifo_uniform --jobs 2",
+    "campaign": "replaybench campaign status leaderboard/campaigns/v3.yaml",
     "plan": "replaybench plan --workload qwen2.5-7b-openr1",
     "workloads": "replaybench workloads --check",
     "schema": "replaybench schema submission",

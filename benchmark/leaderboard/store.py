@@ -38,6 +38,7 @@ class RunRecord:
     summary_sha256: str | None = None  # the digest of summary.json the run ended with (runs since the tag exists)
     imported: bool = False  # loaded from a published board (`leaderboard import-runs`): somebody else's run
     code_version: str | None = None  # the engine's commit, +dirty when it had uncommitted changes
+    campaign: str | None = None  # the campaign that made it, and what for: "v3/scored" (replaybench.campaign)
 
 
 def _tag(run, name, default=None):
@@ -87,7 +88,8 @@ def load_runs(workloads: list[str] | None = None, mlflow_client=None) -> list[Ru
             workload_version=_tag(run, "workload_version"), start_time=run.info.start_time or 0,
             entropy=run.data.metrics.get("train/entropy"), name=_tag(run, "name") or _tag(run, "submission"),
             preview=_tag(run, "preview") == "true", summary_sha256=_tag(run, "summary_sha256"),
-            imported=_tag(run, "published_run_id") is not None, code_version=run.data.params.get("code_version"))
+            imported=_tag(run, "published_run_id") is not None, code_version=run.data.params.get("code_version"),
+            campaign=_tag(run, "campaign"))
         records.append(rec)
         if rec.status == "finished":
             finished.append((rec, run))

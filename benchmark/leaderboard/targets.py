@@ -51,7 +51,8 @@ def available_targets(targets_dir: Path | None = None) -> list[str]:
 
 
 def freeze_target(workload: str, records: list[RunRecord] | None = None, targets_dir: Path | None = None,
-                  group: str | None = None, force: bool = False, workload_config: dict | None = None) -> dict:
+                  group: str | None = None, force: bool = False, workload_config: dict | None = None,
+                  rules: int = scoring.RULES_VERSION) -> dict:
     """Compute the workload's target from the reference's finished runs and write it, once."""
     from benchmark.workload import load_workload
 
@@ -101,7 +102,7 @@ def freeze_target(workload: str, records: list[RunRecord] | None = None, targets
                       "workers": runs[0].summary["config"]["workload"]["pipeline"]["workers"],
                       "trainers": runs[0].summary["config"]["workload"]["pipeline"]["trainers"]},
         "budget": float(w.budget),
-        "rules_version": scoring.RULES_VERSION,
+        "rules_version": rules,
         "target_fraction": scoring.TARGET_FRACTION,
         "target_horizon": scoring.TARGET_HORIZON,
         "target_seeds": list(seeds),

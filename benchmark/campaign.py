@@ -1,0 +1,115 @@
+"""A campaign (`leaderboard/campaigns/<name>.yaml`): everything a published board is made of, fixed in one file
+committed before any of its runs, and made by one engine release.
+
+    name: v3                       # every run is tagged replaybench.campaign = <name>/<phase>
+    release: <40-hex commit>       # the engine every run is made by (code_version, never +dirty)
+    rules: 3                       # the scoring rules its targets are frozen under
+    seeds_per_arm: 17              # the power analysis' count: each workload's scored seeds, at least 10
+    workloads:
+      arith-tiny: {version: "3", target_seeds: [...], scored_seeds: [...], confirmation_seeds: [...]}
+    entries: [on_policy, fifo_uniform, ..., submissions/example_entry]   # baseline names or entry folders
+    variants:                      # for the findings, never ranked: an entry at another split or buffer size
+      - {entry: fifo_uniform, split: "5,3", buffer_size: 90}
+    confirm_top: 3                 # the entries rerun on the confirmation seeds, with the reference
+
+Its phases, in order (each resumable, each run tagged with its phase): `tuning-reference` (the reference's trials on
+a workload with tuning), `target` (the reference at its settings or pick, on the target seeds; then the target is
+frozen into leaderboard/campaigns/<name>/targets/), `tuning` (the other entries' trials), `scored` (every entry at
+its settings or pick on the scored seeds), `variants`, `confirmation` (the top entries of the scored board and the
+reference, on seeds nobody has looked at). The seed sets of a workload are disjoint, and the workload files state
+the same scored and target seeds (the scorer reads them there).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from benchmark import schema
+from benchmark.errors import UserError
+from benchmark.paths import LEADERBOARD_DIR
+
+PHASES = ("tuning-reference", "target", "tuning", "scored", "variants", "confirmation")
+CAMPAIGNS_DIR = LEADERBOARD_DIR / "campaigns"
+
+
+def campaigns_dir() -> Path:
+    return CAMPAIGNS_DIR
+MIN_SEEDS_PER_ARM = 10
+
+
+class CampaignError(UserError):
+    """A campaign file that cannot be read, or a campaign that cannot run here; the message names the fix."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class CampaignWorkload(_Strict):
+    version: str
+    target_seeds: list[int]
+    scored_seeds: list[int]
+    confirmation_seeds: list[int] = []
+
+
+class Variant(_Strict):
+    entry: str
+    split: str | None = Field(None, pattern=r"^\d+,\d+$")
+    buffer_size: int | None = Field(None, gt=0)
+
+
+class Campaign(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    release: str = Field(pattern=r"^[0-9a-f]{40}$")
+    rules: int = 3
+    seeds_per_arm: int
+    workloads: dict[str, CampaignWorkload]
+    entries: list[str] = Field(min_length=1)
+    variants: list[Variant] = []
+    confirm_top: int = Field(3, ge=0)
+
+    def targets_dir(self) -> Path:
+        return campaigns_dir() / self.name / "targets"
+
+    def tag(self, phase: str) -> dict:
+        return {"campaign": f"{self.name}/{phase}"}
+
+
+def load_campaign(path: str | Path) -> Campaign:
+    """The campaign file, validated, and checked against the workload files it names."""
+    from benchmark.workload import load_workload
+
+    path = Path(path)
+    if not path.is_file():
+        raise CampaignError(f"campaign file {path} not found (campaigns live in {CAMPAIGNS_DIR})")
+    data = yaml.safe_load(path.read_text())
+    try:
+        campaign = Campaign.model_validate(data)
+    except ValidationError as exc:
+        raise CampaignError(f"{path}:\n  - " + "\n  - ".join(schema.problems(exc, Campaign, data))) from None
+    problems = [] if campaign.seeds_per_arm >= MIN_SEEDS_PER_ARM else [
+        f"seeds_per_arm must be at least {MIN_SEEDS_PER_ARM} (the power analysis' count), not {campaign.seeds_per_arm}"]
+    for name, c in campaign.workloads.items():
+        w = load_workload(name)
+        sets = {"target": c.target_seeds, "scored": c.scored_seeds, "confirmation": c.confirmation_seeds,
+                "tuning": w.tuning.seeds}
+        seen: dict[int, str] = {}
+        for kind, seeds in sets.items():
+            for s in seeds:
+                if s in seen:
+                    problems.append(f"{name}: seed {s} is both a {seen[s]} and a {kind} seed: the sets are disjoint")
+                seen.setdefault(s, kind)
+        if str(w.version) != c.version:
+            problems.append(f"{name}: the campaign names version {c.version}, its file is version {w.version}")
+        if list(w.seeds) != c.scored_seeds or list(w.target_seeds) != c.target_seeds:
+            problems.append(f"{name}: the workload file's seeds and target_seeds must be the campaign's scored and "
+                            "target seeds (the scorer reads them there)")
+        if len(c.scored_seeds) != campaign.seeds_per_arm:
+            problems.append(f"{name}: {len(c.scored_seeds)} scored seeds, not the {campaign.seeds_per_arm} of "
+                            "seeds_per_arm")
+    if problems:
+        raise CampaignError(f"{path}:\n  - " + "\n  - ".join(problems))
+    return campaign

@@ -1,0 +1,210 @@
+"""`replaybench campaign run FILE` and `replaybench campaign status FILE`: a pre-registered campaign
+(benchmark/campaign.py), phase after phase, resumable and parallel, only ever on the engine release it names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmark.campaign import PHASES, Campaign, CampaignError, load_campaign
+from benchmark.cli.options import console
+from benchmark.cli.runs import add_jobs_option, jobs_of, run_all, time_estimate, track_tags
+from benchmark.cli.tune import entry_of, picked, trial_specs
+from benchmark.leaderboard.store import finished_runs
+from benchmark.leaderboard.targets import REFERENCE, freeze_target, load_target, target_path
+
+
+class Waiting(CampaignError):
+    """A phase whose runs depend on runs of an earlier phase that are not all in yet."""
+
+
+def add_parsers(subparsers) -> None:
+    p = subparsers.add_parser("campaign", help="a pre-registered campaign (leaderboard/campaigns/*.yaml): `run` "
+                                               "it, resumable, on its engine release; `status` says what is left")
+    sub = p.add_subparsers(dest="campaign_command", required=True)
+    run = sub.add_parser("run", help="run the campaign's phases in order, skipping finished runs")
+    run.add_argument("file", type=Path)
+    add_jobs_option(run)
+    run.set_defaults(func=cmd_run, executor="sim")
+    status = sub.add_parser("status", help="each phase's runs done and left, and the time left")
+    status.add_argument("file", type=Path)
+    add_jobs_option(status)
+    status.set_defaults(func=cmd_status, executor="sim")
+
+
+def check_release(campaign: Campaign) -> None:
+    """Refuse to run on any engine but the release: another commit, or uncommitted changes to the engine."""
+    from benchmark.tracking import code_version
+
+    here = code_version()
+    if here != campaign.release:
+        raise CampaignError(
+            f"this engine is {here}, the campaign {campaign.name} runs only on its release {campaign.release}: run "
+            f"it from a clean checkout of that commit (git worktree add --detach .campaign-{campaign.name} "
+            f"{campaign.release[:12]}, then the same command from there, with this file's absolute path)")
+
+
+def name_of(workload: str) -> str:
+    """A workload's name, from its name or the path of its file."""
+    from benchmark.workload import load_workload
+
+    return load_workload(workload).name
+
+
+def made_by(campaign: Campaign, workload: str, phase: str | None = None) -> list:
+    """The finished runs of the workload the campaign made on its release (in one phase, or any)."""
+    return [r for r in finished_runs(name_of(workload)) if r.code_version == campaign.release and (
+        r.campaign == f"{campaign.name}/{phase}" if phase else (r.campaign or "").startswith(f"{campaign.name}/"))]
+
+
+def campaign_runs(campaign: Campaign) -> dict[tuple[str, str, int], dict]:
+    """(workload name, group, seed) -> the first finished run the campaign made on its release (summary, run id)."""
+    done = {}
+    for workload in campaign.workloads:
+        for r in made_by(campaign, workload):
+            done.setdefault((r.workload, r.group, r.seed), {**r.summary, "mlflow_run_id": r.run_id})
+    return done
+
+
+def _specs_at(entry, isolated: bool, workload: str, seeds: list[int], campaign: Campaign, phase: str) -> list:
+    from benchmark.runner import RunSpec
+
+    w = entry.workload_for(workload)
+    tags = {**track_tags(entry.track), **campaign.tag(phase)}
+    return [RunSpec(w, entry.strategy, entry.strategy_params(), seed, isolated=isolated, name=entry.name, tags=tags)
+            for seed in seeds]
+
+
+def _pick(campaign: Campaign, done: dict, workload: str, name: str):
+    """The entry as it is scored on the workload: its own settings, or on a workload with tuning its picked trial
+    (Waiting until its trials, and for an entry other than the reference the target, are in)."""
+    entry, isolated = entry_of(name)
+    if entry.workload_for(workload).tuning.trials < 1:
+        return entry, isolated
+    trials = trial_specs(entry, isolated, workload)
+    finished = {(g, s): r for (w, g, s), r in done.items() if w == name_of(workload)}
+    target = None
+    if name != REFERENCE:
+        if not target_path(name_of(workload), campaign.targets_dir()).is_file():
+            raise Waiting(f"{name} on {workload} waits for the target (phase target)")
+        target = load_target(name_of(workload), campaign.targets_dir())["target_accuracy"]
+    result = picked(entry, trials, finished, entry.workload_for(workload).budget, target)
+    if result["picked"] is None:
+        raise Waiting(f"{name} on {workload} waits for its tuning trials")
+    return trials[result["picked"]][0], isolated
+
+
+def phase_specs(campaign: Campaign, phase: str, done: dict) -> list[tuple]:
+    """The phase's (run spec, label) pairs; Waiting when they depend on runs not yet in."""
+    out = []
+    for workload, seeds in campaign.workloads.items():
+        tuned = entry_of(REFERENCE)[0].workload_for(workload).tuning.trials > 0
+        if phase in ("tuning-reference", "tuning") and tuned:
+            names = [REFERENCE] if phase == "tuning-reference" else [n for n in campaign.entries if n != REFERENCE]
+            for name in names:
+                entry, isolated = entry_of(name)
+                for i, (_, specs) in enumerate(trial_specs(entry, isolated, workload)):
+                    for s in specs:
+                        s.tags.update(campaign.tag(phase))
+                        out.append((s, f"{workload} {name} trial {i + 1} seed {s.seed}"))
+        elif phase == "target":
+            entry, isolated = _pick(campaign, done, workload, REFERENCE)
+            out += [(s, f"{workload} {REFERENCE} target seed {s.seed}")
+                    for s in _specs_at(entry, isolated, workload, seeds.target_seeds, campaign, phase)]
+        elif phase == "scored":
+            for name in campaign.entries:
+                entry, isolated = _pick(campaign, done, workload, name)
+                out += [(s, f"{workload} {name} seed {s.seed}")
+                        for s in _specs_at(entry, isolated, workload, seeds.scored_seeds, campaign, phase)]
+        elif phase == "variants":
+            for v in campaign.variants:
+                entry, isolated = _variant(v)
+                out += [(s, f"{workload} {entry.name} ({entry.workers},{entry.trainers}) N={entry.buffer_size} seed "
+                            f"{s.seed}") for s in _specs_at(entry, isolated, workload, seeds.scored_seeds, campaign,
+                                                            phase)]
+        elif phase == "confirmation":
+            if _left(phase_specs_for(campaign, "scored", done, workload), done):
+                raise Waiting(f"the confirmation on {workload} waits for every scored run")
+            for name in [REFERENCE, *top_entries(campaign, workload, done)]:
+                entry, isolated = _pick(campaign, done, workload, name)
+                out += [(s, f"{workload} {name} confirmation seed {s.seed}")
+                        for s in _specs_at(entry, isolated, workload, seeds.confirmation_seeds, campaign, phase)]
+    return out
+
+
+def _variant(v):
+    import dataclasses
+
+    entry, isolated = entry_of(v.entry)
+    changes = {}
+    if v.split:
+        changes["workers"], changes["trainers"] = map(int, v.split.split(","))
+    if v.buffer_size:
+        changes["buffer_size"] = v.buffer_size
+    return dataclasses.replace(entry, **changes), isolated
+
+
+def top_entries(campaign: Campaign, workload: str, done: dict) -> list[str]:
+    """The names of the campaign's `confirm_top` best-ranked entries on the workload's scored board."""
+    from benchmark.leaderboard.build import build_results
+
+    name = name_of(workload)
+    results = build_results(made_by(campaign, workload), {name: load_target(name, campaign.targets_dir())},
+                            rules=campaign.rules, resamples=200)
+    ranked = [e["name"] for e in sorted(results["entries"], key=lambda e: e["rank"]) if e["name"] != REFERENCE]
+    return ranked[:campaign.confirm_top]
+
+
+def freeze_targets(campaign: Campaign, done: dict) -> None:
+    """Each workload's target, once its target runs are all in (never frozen again)."""
+    for workload in campaign.workloads:
+        name = name_of(workload)
+        if target_path(name, campaign.targets_dir()).is_file():
+            continue
+        specs = phase_specs_for(campaign, "target", done, workload)
+        if specs and not _left(specs, done):
+            freeze_target(workload, made_by(campaign, workload, "target"), campaign.targets_dir(),
+                          group=specs[0][0].group_key(), rules=campaign.rules)
+            console.print(f"{name}: target frozen into {target_path(name, campaign.targets_dir())}")
+
+
+def phase_specs_for(campaign: Campaign, phase: str, done: dict, workload: str) -> list[tuple]:
+    return [(s, label) for s, label in phase_specs(campaign, phase, done) if s.workload.name == name_of(workload)]
+
+
+def _left(specs: list[tuple], done: dict) -> list[tuple]:
+    return [(s, label) for s, label in specs if (s.workload.name, s.group_key(), s.seed) not in done]
+
+
+def cmd_run(args) -> int:
+    campaign = load_campaign(args.file)
+    check_release(campaign)
+    failures = 0
+    for phase in PHASES:
+        done = campaign_runs(campaign)
+        todo = _left(phase_specs(campaign, phase, done), done)
+        console.print(f"campaign {campaign.name}, phase {phase}: {len(todo)} runs to make")
+        if todo:
+            failures += sum(isinstance(o, Exception) for o in run_all(todo, jobs_of(args)))
+        if phase == "target":
+            freeze_targets(campaign, campaign_runs(campaign))
+    console.print(f"campaign {campaign.name}: every phase done" + (f", {failures} runs failed (on record)"
+                                                                    if failures else ""))
+    return 1 if failures else 0
+
+
+def cmd_status(args) -> int:
+    campaign = load_campaign(args.file)
+    done = campaign_runs(campaign)
+    left_all = []
+    for phase in PHASES:
+        try:
+            specs = phase_specs(campaign, phase, done)
+        except Waiting as wait:
+            console.print(f"{phase}: waits ({wait})")
+            continue
+        left = _left(specs, done)
+        left_all += left
+        console.print(f"{phase}: {len(specs) - len(left)} of {len(specs)} runs done")
+    if left_all:
+        console.print("left, of the phases that can be planned now: " + time_estimate(left_all, jobs_of(args)))
+    return 0

@@ -1,0 +1,137 @@
+"""A pre-registered campaign (benchmark/campaign.py): its file is checked against the workloads it names, it runs
+only on its engine release, phase after phase, resumable, every run tagged with what it was for."""
+
+import dataclasses
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import small_overrides
+
+from benchmark.campaign import CAMPAIGNS_DIR, CampaignError, load_campaign
+from benchmark.paths import REPO_ROOT
+
+RELEASE = "0123456789abcdef0123456789abcdef01234567"
+
+
+def tiny_workload(tmp_path, checkpoint, name="tiny-campaign", **fields) -> Path:
+    base = yaml.safe_load((REPO_ROOT / "workloads" / "arith-tiny.yaml").read_text())
+    for key, value in small_overrides(checkpoint, budget=20_000, **{"eval.every": 10_000}).items():
+        section, _, field = key.partition(".")
+        base[section] = value if not field else {**base[section], field: value}
+    base.update(name=name, version="1", **fields)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(base))
+    return path
+
+
+def campaign_file(tmp_path, workload: Path, **fields) -> Path:
+    data = {"name": "trial", "release": RELEASE, "rules": 3, "seeds_per_arm": 2,
+            "workloads": {str(workload): {"version": "1", "target_seeds": [10, 11], "scored_seeds": [0, 1],
+                                          "confirmation_seeds": [30]}},
+            "entries": ["on_policy", "fifo_uniform"], "confirm_top": 1, **fields}
+    path = tmp_path / "trial.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture
+def two_seed_campaigns(monkeypatch, tmp_path):
+    import benchmark.campaign
+
+    monkeypatch.setattr(benchmark.campaign, "MIN_SEEDS_PER_ARM", 2)  # a campaign that fits in a test
+    monkeypatch.setattr(benchmark.campaign, "CAMPAIGNS_DIR", tmp_path / "campaigns")
+
+
+def test_a_campaign_file_is_checked_against_its_workloads(tmp_path, tiny_checkpoint, two_seed_campaigns):
+    workload = tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11])
+    assert load_campaign(campaign_file(tmp_path, workload)).name == "trial"
+    problems = {
+        "the workload file's seeds and target_seeds must be the campaign's": {"workloads": {str(workload): {
+            "version": "1", "target_seeds": [10, 11], "scored_seeds": [0, 2]}}},
+        "seed 0 is both a target and a scored seed": {"workloads": {str(workload): {
+            "version": "1", "target_seeds": [0, 11], "scored_seeds": [0, 1]}}},
+        "the campaign names version 2, its file is version 1": {"workloads": {str(workload): {
+            "version": "2", "target_seeds": [10, 11], "scored_seeds": [0, 1]}}},
+    }
+    for message, fields in problems.items():
+        with pytest.raises(CampaignError, match=message):
+            load_campaign(campaign_file(tmp_path, workload, **fields))
+    with pytest.raises(CampaignError, match="release"):
+        load_campaign(campaign_file(tmp_path, workload, release="HEAD"))
+
+
+def test_seeds_per_arm_is_at_least_the_power_analysis_floor(tmp_path, tiny_checkpoint):
+    workload = tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11])
+    with pytest.raises(CampaignError, match="seeds_per_arm must be at least 10"):
+        load_campaign(campaign_file(tmp_path, workload))
+
+
+def test_a_campaign_refuses_any_engine_but_its_release(tmp_path, tiny_checkpoint, two_seed_campaigns, capsys):
+    from benchmark.cli import main
+
+    workload = tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11])
+    assert main(["campaign", "run", str(campaign_file(tmp_path, workload))]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"runs only on its release {RELEASE}" in err and "git worktree add --detach" in err
+
+
+@pytest.mark.slow
+def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path, tiny_checkpoint, isolated_runs,
+                                                                        two_seed_campaigns, monkeypatch, capsys):
+    import benchmark.cli.tune
+    import benchmark.runner
+    import benchmark.tracking
+    from benchmark.cli import main
+    from benchmark.leaderboard.store import finished_runs
+    from benchmark.submission import load_baselines
+
+    monkeypatch.setattr(benchmark.tracking, "code_version", lambda: RELEASE)  # this checkout stands for the release
+    monkeypatch.setattr(benchmark.runner, "code_version", lambda: RELEASE)
+    entries = load_baselines().entries
+    grids = {"on_policy": {"split": ["6,2", "5,3"]}, "fifo_uniform": {"buffer_size": [32, 64]}}
+    patched = {n: dataclasses.replace(entries[n], tuning=g) for n, g in grids.items()}
+    monkeypatch.setattr(benchmark.cli.tune, "load_baselines", lambda: type("B", (), {"entries": patched})())
+    # the real start checkpoint: its accuracy is not 0, so the target frozen from it means something
+    workload = tiny_workload(tmp_path, REPO_ROOT / "tasks" / "arith_tiny" / "checkpoint", seeds=[0, 1],
+                             target_seeds=[10, 11], tuning={"trials": 2, "seeds": [100]})
+    file = campaign_file(tmp_path, workload)
+    assert main(["campaign", "run", str(file), "--jobs", "1"]) == 0
+    runs = finished_runs("tiny-campaign")
+    phases = [r.campaign for r in runs]
+    # tuning: 2 trials x 1 seed each entry; target: 2 seeds; scored: 2 entries x 2 seeds; confirmation: 2 entries
+    assert {p: phases.count(p) for p in set(phases)} == {"trial/tuning-reference": 2, "trial/target": 2,
+                                                        "trial/tuning": 2, "trial/scored": 4, "trial/confirmation": 2}
+    assert [r.start_time for r in sorted(runs, key=lambda r: r.start_time)] == sorted(r.start_time for r in runs)
+    order = [r.campaign for r in sorted(runs, key=lambda r: r.start_time)]
+    assert order == sorted(order, key=["trial/tuning-reference", "trial/target", "trial/tuning", "trial/scored",
+                                       "trial/confirmation"].index)
+    target = json.loads((tmp_path / "campaigns" / "trial" / "targets" / "tiny-campaign.json").read_text())
+    assert target["rules_version"] == 3 and sorted(target["per_run"][i]["seed"] for i in target["run_ids"]) == [10, 11]
+    # the scored runs of each entry are at its picked trial: one configuration per entry
+    scored = [r for r in runs if r.campaign == "trial/scored"]
+    assert len({(r.strategy, r.group) for r in scored}) == 2
+    capsys.readouterr()
+    assert main(["campaign", "run", str(file), "--jobs", "1"]) == 0  # resumed: nothing left to make
+    assert len(finished_runs("tiny-campaign")) == len(runs)
+    assert main(["campaign", "status", str(file)]) == 0
+    status = " ".join(capsys.readouterr().err.split())
+    assert "scored: 4 of 4 runs done" in status and "confirmation: 2 of 2 runs done" in status
+
+
+def test_every_committed_campaign_precedes_the_runs_it_names():
+    """A campaign file's commit comes before every shipped run tagged with its campaign."""
+    from benchmark.leaderboard.published import RUNS_FOLDER
+    from benchmark.paths import LEADERBOARD_DIR
+
+    for path in sorted(CAMPAIGNS_DIR.glob("*.yaml")):
+        committed = subprocess.run(["git", "log", "--diff-filter=A", "--format=%ct", "--", str(path)], cwd=REPO_ROOT,
+                                   capture_output=True, text=True).stdout.split()
+        assert committed, f"{path} is not committed"
+        name = yaml.safe_load(path.read_text())["name"]
+        for record in (LEADERBOARD_DIR / RUNS_FOLDER).glob("*/run.json"):
+            run = json.loads(record.read_text())
+            if run["tags"].get("replaybench.campaign", "").startswith(f"{name}/"):
+                assert run["start_time"] / 1000 > int(committed[-1]), (path, run["run_id"])

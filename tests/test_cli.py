@@ -435,8 +435,11 @@ DOC_COMMANDS_RUN_ELSEWHERE = (
 )
 # The doc commands written to run as they are that CI does not run, and why.
 DOC_COMMANDS_LEFT_OUT = (
-    (r"replaybench (run|sweep|baselines|submit|warmstart)( .*)?", "trains for minutes to hours (docs/gpus.md's Ray "
-     "run: 1.5 min; tests/test_ray_executor.py covers it; warmstart also rewrites the start checkpoint)"),
+    (r"replaybench (run|sweep|baselines|submit|warmstart|diagnose|tune|campaign run)( .*)?",
+     "trains for minutes to hours (docs/gpus.md's Ray run: 1.5 min; tests/test_ray_executor.py covers it; "
+     "warmstart also rewrites the start checkpoint; tests/test_diagnostic.py, test_tuning.py and test_campaign.py "
+     "run the others on tiny workloads)"),
+    (r"replaybench campaign status .*", "names a campaign file: tests/test_campaign.py runs it on its own"),
     (r"replaybench eval --model Qwen/.*", "needs the model hub"),
     (r"replaybench measure-mu .*--engine vllm.*", "needs a GPU, and --write rewrites the workload file"),
     (r"replaybench leaderboard --workload qwen2.5-7b-openr1", "needs the GPU runs of the loop before it"),

@@ -69,13 +69,15 @@ def test_seeds_per_arm_is_at_least_the_power_analysis_floor(tmp_path, tiny_check
         load_campaign(campaign_file(tmp_path, workload))
 
 
-def test_a_campaign_refuses_any_engine_but_its_release(tmp_path, tiny_checkpoint, two_seed_campaigns, capsys):
+def test_a_campaign_runs_only_on_its_release(tmp_path, tiny_checkpoint, two_seed_campaigns, capsys):
+    """On another engine it runs from a checkout of the release; a release this repository lacks is refused."""
     from benchmark.cli import main
 
     workload = tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11])
     assert main(["campaign", "run", str(campaign_file(tmp_path, workload))]) == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert f"runs only on its release {RELEASE}" in err and "git worktree add --detach" in err
+    assert f"runs only on its release {RELEASE}" in err and "fetch that commit" in err
+    assert not (REPO_ROOT / ".campaign" / RELEASE[:12]).exists()
 
 
 @pytest.mark.slow

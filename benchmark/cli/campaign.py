@@ -31,16 +31,37 @@ def add_parsers(subparsers) -> None:
     status.set_defaults(func=cmd_status, executor="sim")
 
 
-def check_release(campaign: Campaign) -> None:
-    """Refuse to run on any engine but the release: another commit, or uncommitted changes to the engine."""
+def on_release(campaign: Campaign) -> bool:
+    """Whether this process runs the release's engine: its commit, with no uncommitted change to the engine."""
     from benchmark.tracking import code_version
 
-    here = code_version()
-    if here != campaign.release:
-        raise CampaignError(
-            f"this engine is {here}, the campaign {campaign.name} runs only on its release {campaign.release}: run "
-            f"it from a clean checkout of that commit (git worktree add --detach .campaign-{campaign.name} "
-            f"{campaign.release[:12]}, then the same command from there, with this file's absolute path)")
+    return code_version() == campaign.release
+
+
+def run_on_release(campaign: Campaign, file: Path, jobs: int | None) -> int:
+    """The same command, run by the release's own engine: from a clean checkout of the release (a git worktree
+    under .campaign/, made once), into this checkout's store."""
+    import os
+    import subprocess
+    import sys
+
+    from benchmark.paths import REPO_ROOT
+    from benchmark.tracking import RUNS_DIR, tracking_uri
+
+    worktree = REPO_ROOT / ".campaign" / campaign.release[:12]
+    if not worktree.is_dir():
+        made = subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "add", "--detach", str(worktree),
+                               campaign.release], capture_output=True, text=True)
+        if made.returncode:
+            raise CampaignError(f"the campaign {campaign.name} runs only on its release {campaign.release}, and no "
+                                f"checkout of it could be made here ({made.stderr.strip().splitlines()[-1:]}): fetch "
+                                "that commit, or run the command from a clean checkout of it")
+    console.print(f"campaign {campaign.name}: running on its release {campaign.release[:12]}, from {worktree}")
+    env = {**os.environ, "PYTHONPATH": str(worktree), "REPLAYBENCH_RUNS_DIR": str(RUNS_DIR),
+           "MLFLOW_TRACKING_URI": tracking_uri()}
+    command = [sys.executable, "-m", "benchmark.cli", "campaign", "run", str(file.resolve()),
+               *(["--jobs", str(jobs)] if jobs else [])]
+    return subprocess.run(command, cwd=worktree, env=env).returncode
 
 
 def name_of(workload: str) -> str:
@@ -177,7 +198,8 @@ def _left(specs: list[tuple], done: dict) -> list[tuple]:
 
 def cmd_run(args) -> int:
     campaign = load_campaign(args.file)
-    check_release(campaign)
+    if not on_release(campaign):
+        return run_on_release(campaign, args.file, args.jobs)
     failures = 0
     for phase in PHASES:
         done = campaign_runs(campaign)

@@ -65,6 +65,8 @@ def client():
     path.parent.mkdir(parents=True, exist_ok=True)
     try:  # a damaged file fails here, in one line, rather than deep inside the first write
         with _creation_lock(path):
+            if not path.exists():
+                _copy_empty_store(path, mlflow.__version__)
             mlflow_client = MlflowClient(tracking_uri=uri)
             mlflow_client.search_experiments(max_results=1)
     except Exception as exc:
@@ -73,6 +75,29 @@ def client():
                             f"(mv {path} {path}.broken) to start a new one, or set MLFLOW_TRACKING_URI to "
                             "another store") from None
     return mlflow_client
+
+
+def _copy_empty_store(path: Path, mlflow_version: str) -> None:
+    """A new store starts as a copy of an empty one that this MLflow version created and migrated (seconds of
+    schema migrations each time otherwise), kept in the user's cache; where the cache cannot be written, MLflow
+    creates the store itself."""
+    import shutil
+    import tempfile
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "replaybench"
+    template = cache / f"empty-mlflow-{mlflow_version}.db"
+    try:
+        if not template.is_file():
+            from mlflow.tracking import MlflowClient
+
+            cache.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=cache) as tmp:
+                fresh = Path(tmp) / "store.db"
+                MlflowClient(tracking_uri=f"sqlite:///{fresh}").search_experiments(max_results=1)
+                os.replace(fresh, template)  # whole or not at all, for processes that make it at once
+        shutil.copyfile(template, path)
+    except OSError:
+        path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

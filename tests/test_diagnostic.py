@@ -121,3 +121,14 @@ def test_diagnose_runs_both_arms_once_then_diagnoses_from_mlflow(tiny_checkpoint
     printed = capsys.readouterr()
     assert "4 already finished in MLflow, 0 to run" in " ".join((printed.out + printed.err).split())
     assert json.loads(out.read_text())["run_ids"] == result["run_ids"]
+
+
+def test_the_diagnostic_table_words_each_statistic_and_links_its_runs():
+    from benchmark.leaderboard.diagnostic import diagnostic_table
+
+    arm_a = [run(RISING, 64 * k) for k in (10, 11, 12, 13)]
+    stale = [run(RISING, 64 * k, {"clip_s9": 0.2, "measurements": 3}) for k in (10, 11, 12, 13)]
+    d = {"workload": "w", "version": "1", "run_ids": {"A": ["a1"], "B": ["b1"]}, **diagnose(stale, arm_a)}
+    table = diagnostic_table([d], "runs/")
+    assert "| w v1 | 2.00 [1.54, 2.60] (yes) | 0.200 (no) |" in table and "**no**" in table
+    assert "[A1](runs/a1/run.json) [B1](runs/b1/run.json)" in table

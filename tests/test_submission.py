@@ -102,7 +102,7 @@ def test_every_problem_is_one_line_missing_then_unknown_then_wrong(tmp_path):
     assert str(error.value).split("\n")[1:] == [
         "  - missing field `name`",
         "  - unknown field `lr` (known: name, authors, contact, description, strategy, track, workers, trainers, "
-        "buffer_size, hyperparameters, loss, sync_every, grpo)",
+        "buffer_size, hyperparameters, loss, sync_every, grpo, tuning)",
         "  - workers must be a positive integer, not 0",
         "  - the buffer track fixes the loss to grpo: remove `loss` or use track: open"]
 
@@ -240,6 +240,7 @@ def test_baselines_are_entries_with_the_settings_they_are_ranked_in():
         "staleness_bounded": ("buffer", 7, 1, "baselines/staleness_bounded.py", {"max_staleness": 4}),
         "m2po": ("open", 5, 3, "baselines/fifo_uniform.py", {"buffer_size": 90}),
         "prompt_replay": ("prompt", 6, 2, "baselines/prompt_replay.py", {"buffer_size": 90}),
+        "asymre": ("open", 5, 3, "baselines/fifo_uniform.py", {"buffer_size": 90}),
     }
     # the order the run configs record: buffer_size first
     assert list(baselines.entries["prioritized"].strategy_params()) == ["buffer_size", "alpha", "beta"]

@@ -22,6 +22,7 @@ from benchmark.leaderboard.compliance import (
     exclusion_reason,
     open_track_choices,
 )
+from benchmark.leaderboard.diagnostic import read_diagnostics, with_diagnostic_table
 from benchmark.leaderboard.files import json_values, plain_values, write_atomic
 from benchmark.leaderboard.findings import findings_block, read_calibrations, with_findings
 from benchmark.leaderboard.page import render_html
@@ -541,6 +542,9 @@ def build(out_dir: Path | None = None, workload: str | None = None, track: str |
     findings = out_dir.parent / "docs" / "findings.md"  # the papers' findings beside the same results
     if published and findings.is_file():
         files[findings] = with_findings(findings.read_text(), results, read_calibrations(out_dir))
+    workloads_doc = out_dir.parent / "docs" / "workloads.md"  # the workloads' regime diagnostics, as measured
+    if published and workloads_doc.is_file():
+        files[workloads_doc] = with_diagnostic_table(workloads_doc.read_text(), read_diagnostics(out_dir))
     for path, text in files.items():
         write_atomic(path, text)
     return results

@@ -55,3 +55,47 @@ def diagnose(arm_a: list[dict], arm_b: list[dict]) -> dict:
 def _median_of(values: list) -> float | None:
     known = [v for v in values if v is not None]
     return median(known) if known else None
+
+
+DIAGNOSTICS = "measurements/regime-diagnostic"  # under the published board's folder: one JSON per workload
+TABLE_START = ("<!-- regime diagnostic: written by `replaybench leaderboard build --publish` from "
+               "leaderboard/measurements/regime-diagnostic/*.json -->")
+TABLE_END = "<!-- end of regime diagnostic -->"
+
+
+def read_diagnostics(board_dir) -> list[dict]:
+    """The published diagnostics (`replaybench diagnose --out`), in the order of their file names."""
+    import json
+    from pathlib import Path
+
+    return [json.loads(p.read_text()) for p in sorted((Path(board_dir) / DIAGNOSTICS).glob("*.json"))]
+
+
+def diagnostic_table(diagnostics: list[dict], to_runs: str = "../leaderboard/runs/") -> str:
+    """One row per diagnosed workload: the three statistics, each with whether it holds, the verdict, and the
+    runs behind them."""
+    head = ("| workload | update-limited gain [95%] | clip share at 9 steps | relative update per step | KL at 1 / 5 / "
+            "9 steps | best (learned) | in the paper's regime | runs |\n|---|---|---|---|---|---|---|---|")
+    rows = []
+    for d in diagnostics:
+        u, s, h = d["update_limited"], d["step_size"], d["headroom"]
+        mark = {True: "yes", False: "no"}
+        kl = " / ".join("-" if s[k] is None else f"{s[k]:.2g}" for k in ("kl_s1", "kl_s5", "kl_s9"))
+        runs = " ".join(f"[{arm}{i + 1}]({to_runs}{rid}/run.json)" for arm, ids in d["run_ids"].items()
+                        for i, rid in enumerate(ids))
+        clip = "-" if s["clip_s9"] is None else f"{s['clip_s9']:.3f}"
+        update = "-" if s["relative_update"] is None else f"{s['relative_update']:.1e}"
+        rows.append(f"| {d['workload']} v{d['version']} | {u['gain']:.2f} [{u['ci95'][0]:.2f}, {u['ci95'][1]:.2f}] "
+                    f"({mark[u['holds']]}) | {clip} ({mark[s['holds']]}) | {update} | {kl} | "
+                    f"{h['best']:.3f} (+{h['learned']:.3f}) ({mark[h['holds']]}) | **{mark[d['passes']]}** | {runs} |")
+    thresholds = diagnostics[0]["thresholds"] if diagnostics else THRESHOLDS
+    return "\n".join([head, *rows, "", f"Thresholds (fixed before any run): gain ≥ {thresholds['gain']} with the "
+                      f"interval's lower end > {thresholds['gain_lower']}; clip share at 9 steps ≤ "
+                      f"{thresholds['clip_s9']}; best ≤ {thresholds['best']} and learned ≥ {thresholds['learned']}. "
+                      "Runs: A = one step per fresh batch, B = two.", ""])
+
+
+def with_diagnostic_table(doc: str, diagnostics: list[dict]) -> str:
+    from benchmark.leaderboard.render import replace_between
+
+    return replace_between(doc, TABLE_START, TABLE_END, diagnostic_table(diagnostics))

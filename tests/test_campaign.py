@@ -121,6 +121,17 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     assert main(["campaign", "status", str(file)]) == 0
     status = " ".join(capsys.readouterr().err.split())
     assert "scored: 4 of 4 runs done" in status and "confirmation: 2 of 2 runs done" in status
+    # the board built from the campaign lists every run it made, by what it was for
+    from benchmark.leaderboard.build import build_results
+    from benchmark.leaderboard.page import render_html
+    from benchmark.leaderboard.store import load_runs
+    from benchmark.leaderboard.targets import load_target
+
+    results = build_results(load_runs(["tiny-campaign"]), {"tiny-campaign": load_target(
+        "tiny-campaign", tmp_path / "campaigns" / "trial" / "targets")}, rules=3, resamples=200)
+    assert sum(map(len, results["campaign_runs"].values())) == len(runs)
+    html = render_html(results)
+    assert 'id="campaign-runs"' in html and all(r.run_id in html for r in runs)
 
 
 def test_every_committed_campaign_precedes_the_runs_it_names():
@@ -137,3 +148,16 @@ def test_every_committed_campaign_precedes_the_runs_it_names():
             run = json.loads(record.read_text())
             if run["tags"].get("replaybench.campaign", "").startswith(f"{name}/"):
                 assert run["start_time"] / 1000 > int(committed[-1]), (path, run["run_id"])
+
+
+def test_the_board_lists_every_campaign_run_by_what_it_was_for():
+    from benchmark.leaderboard.build import campaign_runs
+    from benchmark.leaderboard.store import RunRecord
+
+    def record(run_id, campaign):
+        return RunRecord(run_id, "w", "s", "g", 0, "failed: x" if run_id == "r3" else "finished", "FINISHED", "buffer",
+                         "1", 0, None, campaign=campaign)
+
+    records = [record("r1", "v3/scored"), record("r2", "v3/tuning"), record("r3", "v3/scored"), record("r4", None)]
+    assert campaign_runs(records) == {"v3/scored": ["r1", "r3"], "v3/tuning": ["r2"]}  # the failed one too
+    assert campaign_runs([record("r4", None)]) == {}

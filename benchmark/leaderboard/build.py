@@ -420,10 +420,23 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
         "unscored_workloads": {w: {"runs": n, "fix": f"replaybench leaderboard freeze-target --workload {w}"}
                                for w, n in sorted(runs.unscored.items())},
     })
+    made_for = campaign_runs(records)
+    if made_for:
+        results["campaign_runs"] = made_for
     if rules == 3:
         results["claims"] = _claims(results["entries"], workloads)
         _with_claims(results["entries"], results["claims"], one_workload=len(workloads) == 1)
     return results
+
+
+def campaign_runs(records: list[RunRecord]) -> dict[str, list[str]]:
+    """Every run a campaign made, by what it was for ("v3/scored": its replaybench.campaign tag), counted and
+    failed alike: the page lists them all."""
+    made_for: dict[str, list[str]] = {}
+    for rec in records:
+        if rec.campaign:
+            made_for.setdefault(rec.campaign, []).append(rec.run_id)
+    return {k: sorted(v) for k, v in sorted(made_for.items())}
 
 
 def score_from_mlflow(workload: str | None = None, track: str | None = None,

@@ -369,6 +369,12 @@ def render_html(results: dict, highlight: str | None = None) -> str:
         parts.append("<p>None.</p>")
     parts.append("<h2>Excluded runs</h2>")
     parts += _excluded_sections(results) or ["<p>None.</p>"]
+    if results.get("campaign_runs"):
+        parts.append('<h2 id="campaign-runs">Every run of the campaign, by what it was for</h2><div class="scroll">'
+                     + _simple_table("campaign-runs", ["campaign / phase", "runs", "MLflow run"],
+                                     [[phase, str(len(ids)), rid] for phase, ids in results["campaign_runs"].items()
+                                      for rid in ids], code_cols=(2,), runs_folder=results.get("runs_folder"))
+                     + "</div>")
     for w, info in results["unscored_workloads"].items():
         parts.append(f'<p class="note">Workload {_esc(w)}: {info["runs"]} runs not scored (no target); run '
                      f'<code>{_esc(info["fix"])}</code>.</p>')

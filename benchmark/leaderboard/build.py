@@ -417,8 +417,7 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
         "not_ranked": not_ranked,
         "previews": sorted(runs.previews, key=lambda p: (p["workload"], p["name"], p["run_id"])),
         "excluded_runs": runs.excluded,
-        "unscored_workloads": {w: {"runs": n, "fix": f"replaybench leaderboard freeze-target --workload {w}"}
-                               for w, n in sorted(runs.unscored.items())},
+        "unscored_workloads": {w: _unscored(w, n) for w, n in sorted(runs.unscored.items())},
     })
     made_for = campaign_runs(records)
     if made_for:
@@ -427,6 +426,16 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
         results["claims"] = _claims(results["entries"], workloads)
         _with_claims(results["entries"], results["claims"], one_workload=len(workloads) == 1)
     return results
+
+
+def _unscored(workload: str, runs: int) -> dict:
+    """A workload with runs and no target: a workload of workloads/ waits for its target; any other (a search's
+    candidate, loaded by path) is measured, never scored."""
+    from benchmark.paths import WORKLOADS_DIR
+
+    if (WORKLOADS_DIR / f"{workload}.yaml").is_file():
+        return {"runs": runs, "fix": f"replaybench leaderboard freeze-target --workload {workload}"}
+    return {"runs": runs, "fix": None, "why": "measured, never scored (leaderboard/measurements/)"}
 
 
 def campaign_runs(records: list[RunRecord]) -> dict[str, list[str]]:

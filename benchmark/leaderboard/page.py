@@ -376,8 +376,8 @@ def render_html(results: dict, highlight: str | None = None) -> str:
                                       for rid in ids], code_cols=(2,), runs_folder=results.get("runs_folder"))
                      + "</div>")
     for w, info in results["unscored_workloads"].items():
-        parts.append(f'<p class="note">Workload {_esc(w)}: {info["runs"]} runs not scored (no target); run '
-                     f'<code>{_esc(info["fix"])}</code>.</p>')
+        then = f'run <code>{_esc(info["fix"])}</code>' if info["fix"] else _esc(info["why"])
+        parts.append(f'<p class="note">Workload {_esc(w)}: {info["runs"]} runs not scored (no target); {then}.</p>')
     parts += [_ratio_table(results, w) for w in workloads]
     n_runs = sum(len(e["workloads"][w]["per_run"]) for e in results["entries"] for w in workloads)
     details = "<details open>" if n_runs <= RUNS_OPEN_UP_TO else "<details>"

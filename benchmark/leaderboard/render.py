@@ -245,7 +245,8 @@ def print_leaderboard(results: dict, console=None, highlight: str | None = None)
         console.print(f"[yellow]note:[/] {escape(note)}")
     _print_left_out(results, console, highlight)
     for w, info in results["unscored_workloads"].items():
-        console.print(f"[yellow]workload {w}: {info['runs']} runs not scored (no target); run `{info['fix']}`[/]")
+        then = f"run `{info['fix']}`" if info["fix"] else info["why"]
+        console.print(f"[yellow]workload {w}: {info['runs']} runs not scored (no target); {then}[/]")
 
 
 def _print_left_out(results: dict, console, highlight: str | None) -> None:
@@ -312,7 +313,8 @@ def render_markdown(results: dict) -> str:
                 f"{_md_cell(x['reason'])} |" for x in runs]
     if results["unscored_workloads"]:
         out += ["", "## Workloads without a target", ""]
-        out += [f"- {w}: {i['runs']} runs; `{i['fix']}`" for w, i in results["unscored_workloads"].items()]
+        out += [f"- {w}: {i['runs']} runs; " + (f"`{i['fix']}`" if i["fix"] else i["why"])
+                for w, i in results["unscored_workloads"].items()]
     return "\n".join(out) + "\n"
 
 

@@ -84,9 +84,9 @@ def _copy_empty_store(path: Path, mlflow_version: str) -> None:
     import shutil
     import tempfile
 
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "replaybench"
-    template = cache / f"empty-mlflow-{mlflow_version}.db"
     try:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "replaybench"
+        template = cache / f"empty-mlflow-{mlflow_version}.db"
         if not template.is_file():
             from mlflow.tracking import MlflowClient
 
@@ -96,7 +96,7 @@ def _copy_empty_store(path: Path, mlflow_version: str) -> None:
                 MlflowClient(tracking_uri=f"sqlite:///{fresh}").search_experiments(max_results=1)
                 os.replace(fresh, template)  # whole or not at all, for processes that make it at once
         shutil.copyfile(template, path)
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: no home folder to find a cache in
         path.unlink(missing_ok=True)
 
 

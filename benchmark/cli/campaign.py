@@ -169,10 +169,11 @@ def top_entries(campaign: Campaign, workload: str, done: dict) -> list[str]:
     from benchmark.leaderboard.build import build_results
 
     name = name_of(workload)
-    results = build_results(made_by(campaign, workload), {name: load_target(name, campaign.targets_dir())},
-                            rules=campaign.rules, resamples=200)
+    scored = made_by(campaign, workload, "scored")  # the ranked board: no variant, no tuning trial
+    results = build_results(scored, {name: load_target(name, campaign.targets_dir())}, rules=campaign.rules,
+                            resamples=200)
     ranked = [e["name"] for e in sorted(results["entries"], key=lambda e: e["rank"]) if e["name"] != REFERENCE]
-    return ranked[:campaign.confirm_top]
+    return list(dict.fromkeys(ranked))[:campaign.confirm_top]
 
 
 def freeze_targets(campaign: Campaign, done: dict) -> None:

@@ -6,7 +6,8 @@ committed before any of its runs, and made by one engine release.
     rules: 3                       # the scoring rules its targets are frozen under
     seeds_per_arm: 17              # the power analysis' count: each workload's scored seeds, at least 10
     workloads:
-      arith-tiny: {version: "3", target_seeds: [...], scored_seeds: [...], confirmation_seeds: [...]}
+      arith-tiny: {version: "3", target_seeds: [...], scored_seeds: [...], confirmation_seeds: [...],
+                   overrides: {version: "3", seeds: [...], target_seeds: [...]}}   # over the workload file's
     entries: [on_policy, fifo_uniform, ..., submissions/example_entry]   # baseline names or entry folders
     variants:                      # for the findings, never ranked: an entry at another split or buffer size
       - {entry: fifo_uniform, split: "5,3", buffer_size: 90}
@@ -53,6 +54,10 @@ class CampaignWorkload(_Strict):
     target_seeds: list[int]
     scored_seeds: list[int]
     confirmation_seeds: list[int] = []
+    # workload settings every run of the campaign takes over the file's (`--set` keys): a new version of a
+    # published workload runs in its campaign while the file keeps the version its board was made on, and the file
+    # takes these settings when the campaign's board is published
+    overrides: dict = {}
 
 
 class Variant(_Strict):
@@ -93,7 +98,7 @@ def load_campaign(path: str | Path) -> Campaign:
     problems = [] if campaign.seeds_per_arm >= MIN_SEEDS_PER_ARM else [
         f"seeds_per_arm must be at least {MIN_SEEDS_PER_ARM} (the power analysis' count), not {campaign.seeds_per_arm}"]
     for name, c in campaign.workloads.items():
-        w = load_workload(name)
+        w = load_workload(name, c.overrides)
         sets = {"target": c.target_seeds, "scored": c.scored_seeds, "confirmation": c.confirmation_seeds,
                 "tuning": w.tuning.seeds}
         seen: dict[int, str] = {}
@@ -105,8 +110,8 @@ def load_campaign(path: str | Path) -> Campaign:
         if str(w.version) != c.version:
             problems.append(f"{name}: the campaign names version {c.version}, its file is version {w.version}")
         if list(w.seeds) != c.scored_seeds or list(w.target_seeds) != c.target_seeds:
-            problems.append(f"{name}: the workload file's seeds and target_seeds must be the campaign's scored and "
-                            "target seeds (the scorer reads them there)")
+            problems.append(f"{name}: the workload's seeds and target_seeds (its file's, or the campaign's overrides) "
+                            "must be the campaign's scored and target seeds (the scorer reads them there)")
         if len(c.scored_seeds) != campaign.seeds_per_arm:
             problems.append(f"{name}: {len(c.scored_seeds)} scored seeds, not the {campaign.seeds_per_arm} of "
                             "seeds_per_arm")

@@ -49,7 +49,7 @@ def test_a_campaign_file_is_checked_against_its_workloads(tmp_path, tiny_checkpo
     workload = tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11])
     assert load_campaign(campaign_file(tmp_path, workload)).name == "trial"
     problems = {
-        "the workload file's seeds and target_seeds must be the campaign's": {"workloads": {str(workload): {
+        "the workload's seeds and target_seeds": {"workloads": {str(workload): {
             "version": "1", "target_seeds": [10, 11], "scored_seeds": [0, 2]}}},
         "seed 0 is both a target and a scored seed": {"workloads": {str(workload): {
             "version": "1", "target_seeds": [0, 11], "scored_seeds": [0, 1]}}},
@@ -161,3 +161,19 @@ def test_the_board_lists_every_campaign_run_by_what_it_was_for():
     records = [record("r1", "v3/scored"), record("r2", "v3/tuning"), record("r3", "v3/scored"), record("r4", None)]
     assert campaign_runs(records) == {"v3/scored": ["r1", "r3"], "v3/tuning": ["r2"]}  # the failed one too
     assert campaign_runs([record("r4", None)]) == {}
+
+
+def test_a_campaigns_overrides_make_a_new_version_of_a_published_workload(tmp_path, tiny_checkpoint,
+                                                                          two_seed_campaigns):
+    """The file keeps the version its board was made on; the campaign runs the next one."""
+    workload = tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11])
+    fields = {"workloads": {str(workload): {
+        "version": "2", "target_seeds": [20, 21], "scored_seeds": [0, 1, 2], "confirmation_seeds": [30],
+        "overrides": {"version": "2", "seeds": [0, 1, 2], "target_seeds": [20, 21]}}}, "seeds_per_arm": 3}
+    campaign = load_campaign(campaign_file(tmp_path, workload, **fields))
+    from benchmark.cli.campaign import _specs_at
+    from benchmark.cli.tune import entry_of
+
+    entry, isolated = entry_of("on_policy")
+    [spec] = _specs_at(entry, isolated, str(workload), [0], campaign, "scored")
+    assert (spec.workload.version, spec.workload.seeds, spec.tags["campaign"]) == ("2", [0, 1, 2], "trial/scored")

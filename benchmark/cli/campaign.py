@@ -89,7 +89,7 @@ def campaign_runs(campaign: Campaign) -> dict[tuple[str, str, int], dict]:
 def _specs_at(entry, isolated: bool, workload: str, seeds: list[int], campaign: Campaign, phase: str) -> list:
     from benchmark.runner import RunSpec
 
-    w = entry.workload_for(workload)
+    w = entry.workload_for(workload, overrides=campaign.workloads[workload].overrides)
     tags = {**track_tags(entry.track), **campaign.tag(phase)}
     return [RunSpec(w, entry.strategy, entry.strategy_params(), seed, isolated=isolated, name=entry.name, tags=tags)
             for seed in seeds]
@@ -99,16 +99,18 @@ def _pick(campaign: Campaign, done: dict, workload: str, name: str):
     """The entry as it is scored on the workload: its own settings, or on a workload with tuning its picked trial
     (Waiting until its trials, and for an entry other than the reference the target, are in)."""
     entry, isolated = entry_of(name)
-    if entry.workload_for(workload).tuning.trials < 1:
+    overrides = campaign.workloads[workload].overrides
+    w = entry.workload_for(workload, overrides=overrides)
+    if w.tuning.trials < 1:
         return entry, isolated
-    trials = trial_specs(entry, isolated, workload)
+    trials = trial_specs(entry, isolated, workload, overrides)
     finished = {(g, s): r for (w, g, s), r in done.items() if w == name_of(workload)}
     target = None
     if name != REFERENCE:
         if not target_path(name_of(workload), campaign.targets_dir()).is_file():
             raise Waiting(f"{name} on {workload} waits for the target (phase target)")
         target = load_target(name_of(workload), campaign.targets_dir())["target_accuracy"]
-    result = picked(entry, trials, finished, entry.workload_for(workload).budget, target)
+    result = picked(entry, trials, finished, w.budget, target)
     if result["picked"] is None:
         raise Waiting(f"{name} on {workload} waits for its tuning trials")
     return trials[result["picked"]][0], isolated
@@ -118,12 +120,12 @@ def phase_specs(campaign: Campaign, phase: str, done: dict) -> list[tuple]:
     """The phase's (run spec, label) pairs; Waiting when they depend on runs not yet in."""
     out = []
     for workload, seeds in campaign.workloads.items():
-        tuned = entry_of(REFERENCE)[0].workload_for(workload).tuning.trials > 0
+        tuned = entry_of(REFERENCE)[0].workload_for(workload, overrides=seeds.overrides).tuning.trials > 0
         if phase in ("tuning-reference", "tuning") and tuned:
             names = [REFERENCE] if phase == "tuning-reference" else [n for n in campaign.entries if n != REFERENCE]
             for name in names:
                 entry, isolated = entry_of(name)
-                for i, (_, specs) in enumerate(trial_specs(entry, isolated, workload)):
+                for i, (_, specs) in enumerate(trial_specs(entry, isolated, workload, seeds.overrides)):
                     for s in specs:
                         s.tags.update(campaign.tag(phase))
                         out.append((s, f"{workload} {name} trial {i + 1} seed {s.seed}"))

@@ -43,14 +43,14 @@ def entry_of(name_or_folder: str):
     raise UserError(f"{name_or_folder} is neither a baseline ({', '.join(baselines)}) nor a submission folder")
 
 
-def trial_specs(entry, isolated: bool, workload_name: str) -> list[tuple]:
-    """Per trial, the entry at it and a run spec per tuning seed."""
+def trial_specs(entry, isolated: bool, workload_name: str, overrides: dict | None = None) -> list[tuple]:
+    """Per trial, the entry at it and a run spec per tuning seed (overrides: workload settings, e.g. a campaign's)."""
     from benchmark.runner import RunSpec
 
-    trials = entry.tuning_trials(entry.workload_for(workload_name).tuning.trials)
+    trials = entry.tuning_trials(entry.workload_for(workload_name, overrides=overrides).tuning.trials)
     specs = []
     for trial in trials:
-        workload = trial.workload_for(workload_name)
+        workload = trial.workload_for(workload_name, overrides=overrides)
         specs.append((trial, [RunSpec(workload, trial.strategy, trial.strategy_params(), seed, isolated=isolated,
                                       name=entry.name, tags=track_tags(entry.track))
                               for seed in workload.tuning.seeds]))

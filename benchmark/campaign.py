@@ -10,7 +10,7 @@ committed before any of its runs, and made by one engine release.
                    overrides: {version: "3", seeds: [...], target_seeds: [...]}}   # over the workload file's
     entries: [on_policy, fifo_uniform, ..., submissions/example_entry]   # baseline names or entry folders
     variants:                      # for the findings, never ranked: an entry at another split or buffer size
-      - {entry: fifo_uniform, split: "5,3", buffer_size: 90}
+      - {entry: fifo_uniform, split: "5,3", buffer_size: 90, workloads: [arith-tiny]}
     confirm_top: 3                 # the entries rerun on the confirmation seeds, with the reference
 
 Its phases, in order (each resumable, each run tagged with its phase): `tuning-reference` (the reference's trials on
@@ -64,6 +64,7 @@ class Variant(_Strict):
     entry: str
     split: str | None = Field(None, pattern=r"^\d+,\d+$")
     buffer_size: int | None = Field(None, gt=0)
+    workloads: list[str] = []  # the workloads it runs on (default: every workload of the campaign)
 
 
 class Campaign(_Strict):
@@ -115,6 +116,19 @@ def load_campaign(path: str | Path) -> Campaign:
         if len(c.scored_seeds) != campaign.seeds_per_arm:
             problems.append(f"{name}: {len(c.scored_seeds)} scored seeds, not the {campaign.seeds_per_arm} of "
                             "seeds_per_arm")
+    problems += _unknown_names(campaign)
     if problems:
         raise CampaignError(f"{path}:\n  - " + "\n  - ".join(problems))
     return campaign
+
+
+def _unknown_names(campaign: Campaign) -> list[str]:
+    """Entries that are neither a baseline nor a submission folder, variants on workloads the campaign lacks."""
+    from benchmark.submission import load_baselines
+
+    baselines = load_baselines().entries
+    named = campaign.entries + [v.entry for v in campaign.variants]
+    problems = [f"entry {n!r} is neither a baseline nor a submission folder" for n in dict.fromkeys(named)
+                if n not in baselines and not Path(n, "submission.yaml").is_file()]
+    return problems + [f"variant of {v.entry}: workload {w} is not the campaign's" for v in campaign.variants
+                       for w in v.workloads if w not in campaign.workloads]

@@ -61,6 +61,11 @@ def test_a_campaign_file_is_checked_against_its_workloads(tmp_path, tiny_checkpo
             load_campaign(campaign_file(tmp_path, workload, **fields))
     with pytest.raises(CampaignError, match="release"):
         load_campaign(campaign_file(tmp_path, workload, release="HEAD"))
+    with pytest.raises(CampaignError, match="entry 'nobody' is neither a baseline nor a submission folder"):
+        load_campaign(campaign_file(tmp_path, workload, entries=["on_policy", "nobody"]))
+    with pytest.raises(CampaignError, match="workload elsewhere is not the campaign's"):
+        load_campaign(campaign_file(tmp_path, workload, variants=[{"entry": "fifo_uniform", "split": "5,3",
+                                                                   "workloads": ["elsewhere"]}]))
 
 
 def test_seeds_per_arm_is_at_least_the_power_analysis_floor(tmp_path, tiny_checkpoint):

@@ -139,7 +139,7 @@ def phase_specs(campaign: Campaign, phase: str, done: dict) -> list[tuple]:
                 out += [(s, f"{workload} {name} seed {s.seed}")
                         for s in _specs_at(entry, isolated, workload, seeds.scored_seeds, campaign, phase)]
         elif phase == "variants":
-            for v in campaign.variants:
+            for v in [v for v in campaign.variants if not v.workloads or workload in v.workloads]:
                 entry, isolated = _variant(v)
                 out += [(s, f"{workload} {entry.name} ({entry.workers},{entry.trainers}) N={entry.buffer_size} seed "
                             f"{s.seed}") for s in _specs_at(entry, isolated, workload, seeds.scored_seeds, campaign,

@@ -64,11 +64,13 @@ TABLE_END = "<!-- end of regime diagnostic -->"
 
 
 def read_diagnostics(board_dir) -> list[dict]:
-    """The published diagnostics (`replaybench diagnose --out`), in the order of their file names."""
+    """The published diagnostics (`replaybench diagnose --out`): the workloads', then a search's candidates (version
+    "search"), each in the order of their file names."""
     import json
     from pathlib import Path
 
-    return [json.loads(p.read_text()) for p in sorted((Path(board_dir) / DIAGNOSTICS).glob("*.json"))]
+    found = [json.loads(p.read_text()) for p in sorted((Path(board_dir) / DIAGNOSTICS).glob("*.json"))]
+    return sorted(found, key=lambda d: d.get("version") == "search")
 
 
 def diagnostic_table(diagnostics: list[dict], to_runs: str = "../leaderboard/runs/") -> str:
@@ -85,7 +87,8 @@ def diagnostic_table(diagnostics: list[dict], to_runs: str = "../leaderboard/run
                         for i, rid in enumerate(ids))
         clip = "-" if s["clip_s9"] is None else f"{s['clip_s9']:.3f}"
         update = "-" if s["relative_update"] is None else f"{s['relative_update']:.1e}"
-        rows.append(f"| {d['workload']} v{d['version']} | {u['gain']:.2f} [{u['ci95'][0]:.2f}, {u['ci95'][1]:.2f}] "
+        name = f"{d['workload']} (search candidate)" if d["version"] == "search" else f"{d['workload']} v{d['version']}"
+        rows.append(f"| {name} | {u['gain']:.2f} [{u['ci95'][0]:.2f}, {u['ci95'][1]:.2f}] "
                     f"({mark[u['holds']]}) | {clip} ({mark[s['holds']]}) | {update} | {kl} | "
                     f"{h['best']:.3f} (+{h['learned']:.3f}) ({mark[h['holds']]}) | **{mark[d['passes']]}** | {runs} |")
     thresholds = diagnostics[0]["thresholds"] if diagnostics else THRESHOLDS

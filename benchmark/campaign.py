@@ -36,9 +36,11 @@ PHASES = ("tuning-reference", "target", "tuning", "scored", "variants", "confirm
 CAMPAIGNS_DIR = LEADERBOARD_DIR / "campaigns"
 
 
+MIN_SEEDS_PER_ARM = 10
+
+
 def campaigns_dir() -> Path:
     return CAMPAIGNS_DIR
-MIN_SEEDS_PER_ARM = 10
 
 
 class CampaignError(UserError):

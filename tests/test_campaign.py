@@ -120,12 +120,15 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     # the scored runs of each entry are at its picked trial: one configuration per entry
     scored = [r for r in runs if r.campaign == "trial/scored"]
     assert len({(r.strategy, r.group) for r in scored}) == 2
-    capsys.readouterr()
+    # up front, the whole campaign: 2 + 2 + 2 + 4 + 2 runs, none timed yet in this store
+    first = " ".join(capsys.readouterr().err.split())
+    assert "campaign trial: 12 runs in all, 0 done, 12 left (no finished run of tiny-campaign" in first
     assert main(["campaign", "run", str(file), "--jobs", "1"]) == 0  # resumed: nothing left to make
     assert len(finished_runs("tiny-campaign")) == len(runs)
     assert main(["campaign", "status", str(file)]) == 0
     status = " ".join(capsys.readouterr().err.split())
     assert "scored: 4 of 4 runs done" in status and "confirmation: 2 of 2 runs done" in status
+    assert "campaign trial: 12 runs in all, 12 done, 0 left: about 0.0 hours" in status
     # the board built from the campaign lists every run it made, by what it was for
     from benchmark.leaderboard.build import build_results
     from benchmark.leaderboard.page import render_html

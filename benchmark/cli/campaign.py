@@ -7,7 +7,7 @@ from pathlib import Path
 
 from benchmark.campaign import PHASES, Campaign, CampaignError, load_campaign
 from benchmark.cli.options import console
-from benchmark.cli.runs import add_jobs_option, jobs_of, run_all, time_estimate, track_tags
+from benchmark.cli.runs import add_jobs_option, jobs_of, run_all, time_estimate, track_tags, wall_seconds_per_unit
 from benchmark.cli.tune import entry_of, picked, trial_specs
 from benchmark.leaderboard.store import finished_runs
 from benchmark.leaderboard.targets import REFERENCE, freeze_target, load_target, target_path
@@ -199,10 +199,53 @@ def _left(specs: list[tuple], done: dict) -> list[tuple]:
     return [(s, label) for s, label in specs if (s.workload.name, s.group_key(), s.seed) not in done]
 
 
+def planned(campaign: Campaign, phase: str, workload: str) -> int:
+    """How many runs the phase makes on the workload, known before any of them, whatever the tuning picks."""
+    c = campaign.workloads[workload]
+    if phase in ("tuning-reference", "tuning"):
+        if entry_of(REFERENCE)[0].workload_for(workload, overrides=c.overrides).tuning.trials < 1:
+            return 0
+        names = [REFERENCE] if phase == "tuning-reference" else [n for n in campaign.entries if n != REFERENCE]
+        return sum(len(specs) for n in names for _, specs in trial_specs(*entry_of(n), workload, c.overrides))
+    if phase == "target":
+        return len(c.target_seeds)
+    if phase == "scored":
+        return len(campaign.entries) * len(c.scored_seeds)
+    if phase == "variants":
+        return sum(not v.workloads or workload in v.workloads for v in campaign.variants) * len(c.scored_seeds)
+    return (1 + min(campaign.confirm_top, len(campaign.entries) - 1)) * len(c.confirmation_seeds)
+
+
+def forecast(campaign: Campaign, jobs: int) -> str:
+    """The whole campaign up front: its runs, those done, and the time left at `jobs` runs at a time, from the
+    median wall time of the workload's finished runs in this store (a run of any entry)."""
+    import statistics
+
+    total = made = 0
+    seconds = 0.0
+    unknown = []
+    rates = wall_seconds_per_unit([name_of(w) for w in campaign.workloads])
+    for workload in campaign.workloads:
+        w_total = sum(planned(campaign, phase, workload) for phase in PHASES)
+        w_made = len({(r.group, r.seed, r.campaign) for r in made_by(campaign, workload)})
+        total, made = total + w_total, made + min(w_made, w_total)
+        rate = rates.get((name_of(workload), None))
+        budget = entry_of(REFERENCE)[0].workload_for(workload, overrides=campaign.workloads[workload].overrides).budget
+        if rate:
+            seconds += max(w_total - w_made, 0) * statistics.median(rate) * budget
+        else:
+            unknown.append(name_of(workload))
+    line = f"campaign {campaign.name}: {total} runs in all, {made} done, {total - made} left"
+    if unknown:
+        return line + f" (no finished run of {', '.join(unknown)} in this store to estimate the time from)"
+    return line + f": about {seconds / max(jobs, 1) / 3600:.1f} hours at {jobs} at a time on this machine"
+
+
 def cmd_run(args) -> int:
     campaign = load_campaign(args.file)
     if not on_release(campaign):
         return run_on_release(campaign, args.file, args.jobs)
+    console.print(forecast(campaign, jobs_of(args)))
     failures = 0
     for phase in PHASES:
         done = campaign_runs(campaign)
@@ -232,4 +275,5 @@ def cmd_status(args) -> int:
         console.print(f"{phase}: {len(specs) - len(left)} of {len(specs)} runs done")
     if left_all:
         console.print("left, of the phases that can be planned now: " + time_estimate(left_all, jobs_of(args)))
+    console.print(forecast(campaign, jobs_of(args)))
     return 0

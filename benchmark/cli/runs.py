@@ -140,20 +140,27 @@ def run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, ex
         return run(spec, resume=resume, summary_json=summary_json, progress=progress, executor_options=executor_options)
 
 
-def time_estimate(runs: list[tuple[RunSpec, str]], jobs: int) -> str:
-    """"8 runs, 2 at a time: about 25 minutes (...)", from the wall time per compute unit of the finished runs of
-    the same workload (and strategy, where there are some) in this store; no guess where there are none."""
-    import statistics
-
+def wall_seconds_per_unit(workloads) -> dict[tuple[str, str | None], list[float]]:
+    """(workload, strategy) and (workload, None) -> the wall seconds per compute unit of each finished run in this
+    store."""
     from benchmark.tracking import find_runs
 
     rates: dict[tuple[str, str | None], list[float]] = {}
-    for name in {spec.workload.name for spec, _ in runs}:
+    for name in workloads:
         for r in find_runs(name, f"tags.`{TAG}status` = 'finished'"):
             seconds, budget = r.data.metrics.get("wall/total_seconds"), r.data.params.get("workload.budget")
             if seconds and budget and float(budget) > 0:
                 for key in ((name, r.data.tags.get(f"{TAG}strategy")), (name, None)):
                     rates.setdefault(key, []).append(seconds / float(budget))
+    return rates
+
+
+def time_estimate(runs: list[tuple[RunSpec, str]], jobs: int) -> str:
+    """"8 runs, 2 at a time: about 25 minutes (...)", from the wall time per compute unit of the finished runs of
+    the same workload (and strategy, where there are some) in this store; no guess where there are none."""
+    import statistics
+
+    rates = wall_seconds_per_unit({spec.workload.name for spec, _ in runs})
     at_once = min(jobs, len(runs))
     head = f"{len(runs)} run{'s' if len(runs) > 1 else ''}, {at_once} at a time"
     per_run = []

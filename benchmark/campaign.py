@@ -15,7 +15,7 @@ committed before any of its runs, and made by one engine release.
 
 Its phases, in order (each resumable, each run tagged with its phase): `tuning-reference` (the reference's trials on
 a workload with tuning), `target` (the reference at its settings or pick, on the target seeds; then the target is
-frozen into leaderboard/campaigns/<name>/targets/), `tuning` (the other entries' trials), `scored` (every entry at
+frozen into <name>/targets/ beside the file), `tuning` (the other entries' trials), `scored` (every entry at
 its settings or pick on the scored seeds), `variants`, `confirmation` (the top entries of the scored board and the
 reference, on seeds nobody has looked at). The seed sets of a workload are disjoint, and the workload files state
 the same scored and target seeds (the scorer reads them there).
@@ -26,7 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from benchmark import schema
 from benchmark.errors import UserError
@@ -37,10 +37,6 @@ CAMPAIGNS_DIR = LEADERBOARD_DIR / "campaigns"
 
 
 MIN_SEEDS_PER_ARM = 10
-
-
-def campaigns_dir() -> Path:
-    return CAMPAIGNS_DIR
 
 
 class CampaignError(UserError):
@@ -78,9 +74,11 @@ class Campaign(_Strict):
     entries: list[str] = Field(min_length=1)
     variants: list[Variant] = []
     confirm_top: int = Field(3, ge=0)
+    _folder: Path = PrivateAttr(default=CAMPAIGNS_DIR)  # the folder of its file
 
     def targets_dir(self) -> Path:
-        return campaigns_dir() / self.name / "targets"
+        """Beside its file, whichever checkout runs it: the targets are the campaign's, shipped with its file."""
+        return self._folder / self.name / "targets"
 
     def tag(self, phase: str) -> dict:
         return {"campaign": f"{self.name}/{phase}"}
@@ -98,6 +96,7 @@ def load_campaign(path: str | Path) -> Campaign:
         campaign = Campaign.model_validate(data)
     except ValidationError as exc:
         raise CampaignError(f"{path}:\n  - " + "\n  - ".join(schema.problems(exc, Campaign, data))) from None
+    campaign._folder = path.resolve().parent
     problems = [] if campaign.seeds_per_arm >= MIN_SEEDS_PER_ARM else [
         f"seeds_per_arm must be at least {MIN_SEEDS_PER_ARM} (the power analysis' count), not {campaign.seeds_per_arm}"]
     for name, c in campaign.workloads.items():

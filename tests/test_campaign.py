@@ -115,7 +115,7 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     order = [r.campaign for r in sorted(runs, key=lambda r: r.start_time)]
     assert order == sorted(order, key=["trial/tuning-reference", "trial/target", "trial/tuning", "trial/scored",
                                        "trial/confirmation"].index)
-    target = json.loads((tmp_path / "campaigns" / "trial" / "targets" / "tiny-campaign.json").read_text())
+    target = json.loads((tmp_path / "trial" / "targets" / "tiny-campaign.json").read_text())
     assert target["rules_version"] == 3 and sorted(target["per_run"][i]["seed"] for i in target["run_ids"]) == [10, 11]
     # the scored runs of each entry are at its picked trial: one configuration per entry
     scored = [r for r in runs if r.campaign == "trial/scored"]
@@ -136,7 +136,7 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     from benchmark.leaderboard.targets import load_target
 
     results = build_results(load_runs(["tiny-campaign"]), {"tiny-campaign": load_target(
-        "tiny-campaign", tmp_path / "campaigns" / "trial" / "targets")}, rules=3, resamples=200)
+        "tiny-campaign", tmp_path / "trial" / "targets")}, rules=3, resamples=200)
     assert sum(map(len, results["campaign_runs"].values())) == len(runs)
     html = render_html(results)
     assert 'id="campaign-runs"' in html and all(r.run_id in html for r in runs)

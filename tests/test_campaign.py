@@ -129,6 +129,14 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     status = " ".join(capsys.readouterr().err.split())
     assert "scored: 4 of 4 runs done" in status and "confirmation: 2 of 2 runs done" in status
     assert "campaign trial: 12 runs in all, 12 done, 0 left: about 0.0 hours" in status
+    # shipped by phase, each run's folder beside the published board's
+    import benchmark.paths
+
+    monkeypatch.setattr(benchmark.paths, "LEADERBOARD_DIR", tmp_path / "board")
+    assert main(["campaign", "ship", str(file)]) == 0
+    shipped = json.loads((tmp_path / "board" / "measurements" / "campaign-trial.json").read_text())["run_ids"]
+    assert {p: len(ids) for p, ids in shipped.items()} == {p.split("/")[1]: phases.count(p) for p in set(phases)}
+    assert all((tmp_path / "board" / "runs" / r.run_id / "run.json").is_file() for r in runs)
     # the board built from the campaign lists every run it made, by what it was for
     from benchmark.leaderboard.build import build_results
     from benchmark.leaderboard.page import render_html

@@ -29,6 +29,10 @@ def add_parsers(subparsers) -> None:
     status.add_argument("file", type=Path)
     add_jobs_option(status)
     status.set_defaults(func=cmd_status, executor="sim")
+    ship = sub.add_parser("ship", help="ship every run the campaign has started so far (finished, failed or "
+                                       "interrupted) with the published board, listed by phase")
+    ship.add_argument("file", type=Path)
+    ship.set_defaults(func=cmd_ship)
 
 
 def on_release(campaign: Campaign) -> bool:
@@ -276,4 +280,39 @@ def cmd_status(args) -> int:
     if left_all:
         console.print("left, of the phases that can be planned now: " + time_estimate(left_all, jobs_of(args)))
     console.print(forecast(campaign, jobs_of(args)))
+    return 0
+
+
+def started_runs(campaign: Campaign) -> dict[str, list[str]]:
+    """Phase -> the ids of every run in this store the campaign started, whatever became of it."""
+    from benchmark.tracking import TAG, find_runs
+
+    by_phase: dict[str, list[str]] = {}
+    for workload in campaign.workloads:
+        for r in find_runs(name_of(workload), f"tags.`{TAG}campaign` LIKE '{campaign.name}/%'"):
+            by_phase.setdefault(r.data.tags[f"{TAG}campaign"].split("/", 1)[1], []).append(r.info.run_id)
+    return by_phase
+
+
+def cmd_ship(args) -> int:
+    """leaderboard/measurements/campaign-<name>.json lists the runs by phase (those shipped before and no longer in
+    this store stay listed), and each one's folder goes into leaderboard/runs/: a campaign spanning days is never
+    held only in one machine's store."""
+    import json
+
+    from benchmark.leaderboard.published import MEASUREMENTS, ship_runs
+    from benchmark.paths import LEADERBOARD_DIR
+
+    campaign = load_campaign(args.file)
+    path = LEADERBOARD_DIR / MEASUREMENTS / f"campaign-{campaign.name}.json"
+    listed = json.loads(path.read_text())["run_ids"] if path.is_file() else {}
+    for phase, ids in started_runs(campaign).items():
+        listed[phase] = sorted(set(listed.get(phase, [])) | set(ids))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"campaign": campaign.name, "release": campaign.release,
+                                "run_ids": dict(sorted(listed.items()))}, indent=1) + "\n")
+    every = sorted({i for ids in listed.values() for i in ids})
+    written = ship_runs(every, LEADERBOARD_DIR)
+    console.print(f"campaign {campaign.name}: {len(every)} runs listed in {path}, {written} written into "
+                  f"{LEADERBOARD_DIR / 'runs'}")
     return 0

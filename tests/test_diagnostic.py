@@ -123,6 +123,17 @@ def test_diagnose_runs_both_arms_once_then_diagnoses_from_mlflow(tiny_checkpoint
     assert json.loads(out.read_text())["run_ids"] == result["run_ids"]
 
 
+def test_the_workloads_doc_shows_the_published_diagnostics_generated_not_copied():
+    from benchmark.leaderboard.diagnostic import TABLE_END, TABLE_START, read_diagnostics, with_diagnostic_table
+    from benchmark.paths import LEADERBOARD_DIR, REPO_ROOT
+
+    doc = (REPO_ROOT / "docs" / "workloads.md").read_text()
+    assert TABLE_START in doc and TABLE_END in doc
+    diagnostics = read_diagnostics(LEADERBOARD_DIR)
+    assert with_diagnostic_table(doc, diagnostics) == doc
+    assert {d["workload"] for d in diagnostics} >= {"arith-tiny"}  # arith-tiny is diagnosed beside the others
+
+
 def test_the_diagnostic_table_words_each_statistic_and_links_its_runs():
     from benchmark.leaderboard.diagnostic import diagnostic_table
 
@@ -132,3 +143,42 @@ def test_the_diagnostic_table_words_each_statistic_and_links_its_runs():
     table = diagnostic_table([d], "runs/")
     assert "| w v1 | 2.00 [1.54, 2.60] (yes) | 0.200 (no) |" in table and "**no**" in table
     assert "[A1](runs/a1/run.json) [B1](runs/b1/run.json)" in table
+
+
+def test_every_search_candidate_is_a_valid_workload_and_never_scored():
+    from benchmark.paths import WORKLOADS_DIR
+    from benchmark.workload import load_workload
+
+    candidates = sorted((WORKLOADS_DIR / "search").glob("*.yaml"))
+    assert candidates
+    for path in candidates:
+        workload = load_workload(str(path))
+        assert workload.name == path.stem and workload.version == "search" and workload.seeds == []
+
+
+def test_the_protocols_and_candidates_were_committed_before_the_published_diagnostics_runs():
+    """Pre-registration, checked from the history: each published diagnostic's runs started after the protocol and,
+    for a search candidate, after its file and the protocol that named it."""
+    import json
+    import subprocess
+
+    from benchmark.leaderboard.diagnostic import read_diagnostics
+    from benchmark.leaderboard.published import RUNS_FOLDER
+    from benchmark.paths import LEADERBOARD_DIR, REPO_ROOT
+
+    def first_commit(path: str) -> int:
+        times = subprocess.run(["git", "log", "--diff-filter=A", "--format=%ct", "--", path], cwd=REPO_ROOT,
+                               capture_output=True, text=True, check=True).stdout.split()
+        assert times, f"{path} is not committed"
+        return int(times[-1])
+
+    protocols = {"c": "docs/protocols/regime-diagnostic.md", "d": "docs/protocols/regime-search-2.md"}
+    diagnostics = read_diagnostics(LEADERBOARD_DIR)
+    for d in diagnostics:
+        governing = [protocols["c"]]
+        if d["version"] == "search":
+            governing += [protocols[d["workload"].rsplit("-", 1)[1][0]], f"workloads/search/{d['workload']}.yaml"]
+        committed = max(first_commit(p) for p in governing)
+        for run_id in d["run_ids"]["A"] + d["run_ids"]["B"]:
+            started = json.loads((LEADERBOARD_DIR / RUNS_FOLDER / run_id / "run.json").read_text())["start_time"]
+            assert started / 1000 > committed, (d["workload"], run_id)

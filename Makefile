@@ -27,20 +27,14 @@ baselines: setup
 	$(BIN)/replaybench baselines $(if $(JOBS),--jobs $(JOBS))
 	$(BIN)/replaybench leaderboard build
 
-# The whole published board (leaderboard/), regenerated: the reference on the held-out seeds that set the target
-# (frozen again from them), every baseline at its own setting (baselines.yaml), the buffer family also at the paper's
-# split (5,3) and N = 90 and at (6,2) with N = 90, the control and the example entry on the scored seeds (~90 runs,
-# about 6 hours on two cores; the sweep skips baseline runs MLflow already holds, e.g. from `make baselines`), then
-# the board, published.
-BUFFER_BASELINES := fifo_uniform positive_bias without_replacement prefer_unused sharded prioritized
-BOARD_BASELINES := $(BUFFER_BASELINES) rlep oldest_first
+# The v3 board's campaign (leaderboard/campaigns/v3.yaml, committed before any of its runs): every phase on its engine
+# release, from a clean checkout of it (.campaign/), resumable: stop it at any time and run it again. It says up front
+# how many runs are left of the 826 and how long they take on this machine (a run is minutes on one core), then
+# ships every run it started into leaderboard/runs/.
+CAMPAIGN ?= leaderboard/campaigns/v3.yaml
 board: setup
-	$(BIN)/replaybench sweep --strategies on_policy --seeds 10 11 12 13 $(if $(JOBS),--jobs $(JOBS))
-	$(BIN)/replaybench leaderboard freeze-target --workload arith-tiny --force
-	$(BIN)/replaybench sweep --strategies $(BOARD_BASELINES) $(if $(JOBS),--jobs $(JOBS))
-	$(BIN)/replaybench sweep --strategies $(BUFFER_BASELINES) --splits 5,3 6,2 --buffer-sizes 90 $(if $(JOBS),--jobs $(JOBS))
-	$(BIN)/replaybench submit submissions/example_entry $(if $(JOBS),--jobs $(JOBS))
-	$(BIN)/replaybench leaderboard build --publish
+	$(BIN)/replaybench campaign run $(CAMPAIGN) $(if $(JOBS),--jobs $(JOBS))
+	$(BIN)/replaybench campaign ship $(CAMPAIGN)
 
 # The suite over every CPU this process may use (pytest-xdist, a test a worker, one thread each); TEST_JOBS=0: in this
 # process, one test after another.

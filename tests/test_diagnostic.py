@@ -182,3 +182,21 @@ def test_the_protocols_and_candidates_were_committed_before_the_published_diagno
         for run_id in d["run_ids"]["A"] + d["run_ids"]["B"]:
             started = json.loads((LEADERBOARD_DIR / RUNS_FOLDER / run_id / "run.json").read_text())["start_time"]
             assert started / 1000 > committed, (d["workload"], run_id)
+
+
+def test_a_search_candidates_runs_are_measured_never_scored_and_the_page_links_each():
+    from benchmark.leaderboard.build import build_results
+    from benchmark.leaderboard.page import render_html
+    from benchmark.leaderboard.store import RunRecord
+
+    def record(run_id, workload):
+        return RunRecord(run_id, workload, "on_policy", "g", 100, "finished", "FINISHED", "buffer", "search", 0, None)
+
+    results = build_results([record("r2", "arith-search-x"), record("r1", "arith-search-x"),
+                             record("r3", "arith-small-steps")], {}, resamples=200)
+    unscored = results["unscored_workloads"]
+    assert unscored["arith-search-x"] == {"runs": 2, "run_ids": ["r1", "r2"], "fix": None,
+                                          "why": "measured, never scored (leaderboard/measurements/)"}
+    assert unscored["arith-small-steps"]["fix"] == "replaybench leaderboard freeze-target --workload arith-small-steps"
+    html = render_html({**results, "runs_folder": "runs"})
+    assert all(f'href="runs/{r}/"' in html for r in ("r1", "r2", "r3"))

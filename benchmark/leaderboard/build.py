@@ -136,7 +136,7 @@ class SortedRuns:
     excluded: list = dataclasses.field(default_factory=list)
     failed_groups: dict = dataclasses.field(default_factory=dict)  # (name, group) -> its excluded runs
     previews: list = dataclasses.field(default_factory=list)  # `submit --preview` runs: beside the board, unranked
-    unscored: dict = dataclasses.field(default_factory=dict)  # workload without a frozen target -> its run count
+    unscored: dict = dataclasses.field(default_factory=dict)  # workload without a frozen target -> its run ids
 
     def exclude(self, rec: RunRecord, reason: str) -> None:
         self.excluded.append({"run_id": rec.run_id, "workload": rec.workload, "strategy": rec.strategy,
@@ -168,7 +168,7 @@ def sort_runs(records: list[RunRecord], targets: dict[str, dict], track: str | N
                 out.exclude(rec, f"{exclusion_reason(rec)} ({rec.status or 'no status'})")
             continue
         if rec.workload not in targets:
-            out.unscored[rec.workload] = out.unscored.get(rec.workload, 0) + 1
+            out.unscored.setdefault(rec.workload, []).append(rec.run_id)
             continue
         target = targets[rec.workload]
         reason = exclusion_reason(rec) or compliance_problem(rec, target) or _seed_problem(rec, target)
@@ -417,7 +417,7 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
         "not_ranked": not_ranked,
         "previews": sorted(runs.previews, key=lambda p: (p["workload"], p["name"], p["run_id"])),
         "excluded_runs": runs.excluded,
-        "unscored_workloads": {w: _unscored(w, n) for w, n in sorted(runs.unscored.items())},
+        "unscored_workloads": {w: _unscored(w, sorted(ids)) for w, ids in sorted(runs.unscored.items())},
     })
     made_for = campaign_runs(records)
     if made_for:
@@ -428,14 +428,16 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
     return results
 
 
-def _unscored(workload: str, runs: int) -> dict:
+def _unscored(workload: str, run_ids: list[str]) -> dict:
     """A workload with runs and no target: a workload of workloads/ waits for its target; any other (a search's
-    candidate, loaded by path) is measured, never scored."""
+    candidate, loaded by path) is measured, never scored. Its runs are listed: the page links each one."""
     from benchmark.paths import WORKLOADS_DIR
 
     if (WORKLOADS_DIR / f"{workload}.yaml").is_file():
-        return {"runs": runs, "fix": f"replaybench leaderboard freeze-target --workload {workload}"}
-    return {"runs": runs, "fix": None, "why": "measured, never scored (leaderboard/measurements/)"}
+        return {"runs": len(run_ids), "run_ids": run_ids,
+                "fix": f"replaybench leaderboard freeze-target --workload {workload}"}
+    return {"runs": len(run_ids), "run_ids": run_ids, "fix": None,
+            "why": "measured, never scored (leaderboard/measurements/)"}
 
 
 def campaign_runs(records: list[RunRecord]) -> dict[str, list[str]]:

@@ -378,6 +378,13 @@ def render_html(results: dict, highlight: str | None = None) -> str:
     for w, info in results["unscored_workloads"].items():
         then = f'run <code>{_esc(info["fix"])}</code>' if info["fix"] else _esc(info["why"])
         parts.append(f'<p class="note">Workload {_esc(w)}: {info["runs"]} runs not scored (no target); {then}.</p>')
+    if any(info.get("run_ids") for info in results["unscored_workloads"].values()):
+        parts.append('<details><summary>The runs of the workloads without a target</summary><div class="scroll">'
+                     + _simple_table("unscored-runs", ["workload", "MLflow run"],
+                                     [[w, rid] for w, info in results["unscored_workloads"].items()
+                                      for rid in info.get("run_ids", [])], code_cols=(1,),
+                                     runs_folder=results.get("runs_folder"))
+                     + "</div></details>")
     parts += [_ratio_table(results, w) for w in workloads]
     n_runs = sum(len(e["workloads"][w]["per_run"]) for e in results["entries"] for w in workloads)
     details = "<details open>" if n_runs <= RUNS_OPEN_UP_TO else "<details>"

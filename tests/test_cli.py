@@ -36,7 +36,8 @@ def replaybench(*args):
      "--summary-json: no folder /nonexistent"),
     (["leaderboard", "build", "--out", "README.md"], "cannot write the leaderboard into README.md"),
     (["leaderboard", "serve", "--port", "99999999", "--dir", "leaderboard"], "ports are 0-65535"),
-    (["leaderboard", "--workload", "arith-tinyy"], "unknown workload 'arith-tinyy'; known: arith-tiny"),
+    (["leaderboard", "--workload", "arith-tinyy"],
+     "unknown workload 'arith-tinyy'; known: arith-small-steps, arith-tiny"),
 ])
 def test_user_errors_are_one_clear_message(args, message, isolated_runs):
     result = replaybench(*args)

@@ -124,7 +124,7 @@ def phase_specs(campaign: Campaign, phase: str, done: dict) -> list[tuple]:
     """The phase's (run spec, label) pairs; Waiting when they depend on runs not yet in."""
     out = []
     for workload, seeds in campaign.workloads.items():
-        tuned = entry_of(REFERENCE)[0].workload_for(workload, overrides=seeds.overrides).tuning.trials > 0
+        tuned = reference_workload(campaign, workload).tuning.trials > 0
         if phase in ("tuning-reference", "tuning") and tuned:
             names = [REFERENCE] if phase == "tuning-reference" else [n for n in campaign.entries if n != REFERENCE]
             for name in names:
@@ -203,11 +203,16 @@ def _left(specs: list[tuple], done: dict) -> list[tuple]:
     return [(s, label) for s, label in specs if (s.workload.name, s.group_key(), s.seed) not in done]
 
 
+def reference_workload(campaign: Campaign, workload: str):
+    """The workload as the campaign runs it (its overrides applied), as the reference sees it."""
+    return entry_of(REFERENCE)[0].workload_for(workload, overrides=campaign.workloads[workload].overrides)
+
+
 def planned(campaign: Campaign, phase: str, workload: str) -> int:
     """How many runs the phase makes on the workload, known before any of them, whatever the tuning picks."""
     c = campaign.workloads[workload]
     if phase in ("tuning-reference", "tuning"):
-        if entry_of(REFERENCE)[0].workload_for(workload, overrides=c.overrides).tuning.trials < 1:
+        if reference_workload(campaign, workload).tuning.trials < 1:
             return 0
         names = [REFERENCE] if phase == "tuning-reference" else [n for n in campaign.entries if n != REFERENCE]
         return sum(len(specs) for n in names for _, specs in trial_specs(*entry_of(n), workload, c.overrides))
@@ -228,17 +233,17 @@ def forecast(campaign: Campaign, jobs: int) -> str:
     total = made = 0
     seconds = 0.0
     unknown = []
-    rates = wall_seconds_per_unit([name_of(w) for w in campaign.workloads])
-    for workload in campaign.workloads:
+    settings = {w: reference_workload(campaign, w) for w in campaign.workloads}
+    rates = wall_seconds_per_unit([w.name for w in settings.values()])
+    for workload, w in settings.items():
         w_total = sum(planned(campaign, phase, workload) for phase in PHASES)
         w_made = len({(r.group, r.seed, r.campaign) for r in made_by(campaign, workload)})
         total, made = total + w_total, made + min(w_made, w_total)
-        rate = rates.get((name_of(workload), None))
-        budget = entry_of(REFERENCE)[0].workload_for(workload, overrides=campaign.workloads[workload].overrides).budget
+        rate = rates.get((w.name, None))
         if rate:
-            seconds += max(w_total - w_made, 0) * statistics.median(rate) * budget
+            seconds += max(w_total - w_made, 0) * statistics.median(rate) * w.budget
         else:
-            unknown.append(name_of(workload))
+            unknown.append(w.name)
     line = f"campaign {campaign.name}: {total} runs in all, {made} done, {total - made} left"
     if unknown:
         return line + f" (no finished run of {', '.join(unknown)} in this store to estimate the time from)"

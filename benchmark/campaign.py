@@ -4,6 +4,7 @@ committed before any of its runs, and made by one engine release.
     name: v3                       # every run is tagged replaybench.campaign = <name>/<phase>
     release: <40-hex commit>       # the engine every run is made by (code_version, never +dirty)
     rules: 3                       # the scoring rules its targets are frozen under
+    kernels: portable              # the CPU kernels every run computes with (benchmark/kernels.py; default native)
     seeds_per_arm: 17              # the power analysis' count: each workload's scored seeds, at least 10
     workloads:
       arith-tiny: {version: "3", target_seeds: [...], scored_seeds: [...], confirmation_seeds: [...],
@@ -12,6 +13,7 @@ committed before any of its runs, and made by one engine release.
     variants:                      # for the findings, never ranked: an entry at another split or buffer size
       - {entry: fifo_uniform, split: "5,3", buffer_size: 90, workloads: [arith-tiny]}
     confirm_top: 3                 # the entries rerun on the confirmation seeds, with the reference
+    supersedes: {v2: why}          # earlier campaigns this one replaces, and why: their runs stay shipped, listed
 
 Its phases, in order (each resumable, each run tagged with its phase): `tuning-reference` (the reference's trials on
 a workload with tuning), `target` (the reference at its settings or pick, on the target seeds; then the target is
@@ -24,6 +26,7 @@ the same scored and target seeds (the scorer reads them there).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
@@ -69,11 +72,13 @@ class Campaign(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
     release: str = Field(pattern=r"^[0-9a-f]{40}$")
     rules: int = 3
+    kernels: Literal["portable", "native"] = "native"
     seeds_per_arm: int
     workloads: dict[str, CampaignWorkload]
     entries: list[str] = Field(min_length=1)
     variants: list[Variant] = []
     confirm_top: int = Field(3, ge=0)
+    supersedes: dict[str, str] = {}
     _folder: Path = PrivateAttr(default=CAMPAIGNS_DIR)  # the folder of its file
 
     def targets_dir(self) -> Path:

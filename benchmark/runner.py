@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmark import kernels
 from benchmark.engine.boundary import sandbox_mode
 from benchmark.engine.executor import RunError, executor_class
 from benchmark.engine.ledger import StrategySpec
@@ -201,7 +202,10 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, ckp
            summary_json, progress, stop_after_evals) -> dict:
     w = spec.workload
     tags = _tags(spec, task)
-    params = {**config, "code_version": code_version(),
+    machine = kernels.in_force()
+    tags.update({f"{TAG}cpu": machine["cpu"], f"{TAG}aten_capability": machine["aten_capability"],
+                 f"{TAG}mkl_cbwr": machine["mkl_cbwr"]})
+    params = {**config, "code_version": code_version(), "kernels": machine["kernels"],
               "start_checkpoint_sha256": executor.start_info["weights_sha256"],
               "task_version": task.version, "task_versions": task_versions}
     try:

@@ -1,13 +1,15 @@
 """A whole CPU-tier run: its CPU time against another checkout's, and its share of the FLOP floor.
 
-    python benchmarks/full_run.py [--against OLD_CHECKOUT] [--strategy on_policy] [--budget UNITS] [--rounds 1]
+    python benchmarks/full_run.py [--against OLD_CHECKOUT | --native-kernels] [--strategy on_policy]
+                                  [--budget UNITS] [--rounds 1]
 
 Each contender runs `replaybench run` (seed 0, the baseline's (W, T) from baselines/baselines.yaml) in a
 child process on one thread, into a throw-away MLflow store, at its own workload settings (its checkout's
 workload file: budget, evaluation set and cadence), or at --budget for both; the table reports its CPU time
 (model loading and MLflow included), the ratio to this checkout, and where the run's wall time went
 (evaluation, training, generation, other) by the run's own summary.json. Rounds alternate the contenders,
-so the machine's noise falls on both.
+so the machine's noise falls on both. --native-kernels sets this checkout against itself computing with the native
+kernels instead of the portable ones (benchmark/kernels.py): the price of runs that agree across CPUs.
 
 The FLOP floor is the run's model arithmetic at this CPU's single-thread matmul peak: 2·P FLOPs per token
 generated (training rollouts and evaluation, prompt included) and 6·P per token trained (forward and
@@ -34,12 +36,12 @@ REPO = Path(__file__).resolve().parent.parent
 BREAKDOWN = ("evaluation", "training", "generation", "other")
 
 
-def child_run(tree: Path, args: list[str]) -> tuple[float, dict]:
+def child_run(tree: Path, args: list[str], kernels: str = "portable") -> tuple[float, dict]:
     """CPU time of `replaybench run ARGS` run from checkout `tree`, in a store of its own, and the run's own
     account of where its time went (summary.json's wall_seconds; `other`: startup, MLflow, checkpoints, the
     strategy, what the executor does between its timed parts)."""
     with tempfile.TemporaryDirectory(prefix="replaybench-full-run-") as tmp:
-        env = {**os.environ, "PYTHONPATH": str(tree), "REPLAYBENCH_RUNS_DIR": tmp,
+        env = {**os.environ, "REPLAYBENCH_KERNELS": kernels, "PYTHONPATH": str(tree), "REPLAYBENCH_RUNS_DIR": tmp,
                "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db", "OMP_NUM_THREADS": "1"}
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
@@ -114,6 +116,7 @@ def floor_share(workload, entry, seed: int = 0) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", type=Path, help="another checkout (e.g. a git worktree of an older commit)")
+    parser.add_argument("--native-kernels", action="store_true", help="this checkout with the native kernels too")
     parser.add_argument("--strategy", default="on_policy", help="a baseline of baselines/baselines.yaml")
     parser.add_argument("--workload", default="arith-tiny")
     parser.add_argument("--budget", type=float, help="default: the workload's")
@@ -129,12 +132,14 @@ def main() -> int:
                 "--workers", str(workload.pipeline.workers), "--trainers", str(workload.pipeline.trainers),
                 *(["--budget", str(args.budget)] if args.budget else [])] + [
         f"--set={k}={json.dumps(v)}" for k, v in entry.strategy_params().items()]
-    trees = {"this checkout": REPO, **({f"{args.against}": args.against.resolve()} if args.against else {})}
+    trees = {"this checkout": (REPO, "portable"),
+             **({f"{args.against}": (args.against.resolve(), "portable")} if args.against else {}),
+             **({"this checkout, native kernels": (REPO, "native")} if args.native_kernels else {})}
     times: dict[str, list[float]] = {name: [] for name in trees}
     shares: dict[str, list[dict]] = {name: [] for name in trees}
     for _ in range(args.rounds):  # interleaved: the machine's noise falls on every contender alike
-        for name, tree in trees.items():
-            cpu, share = child_run(tree, run_args)
+        for name, (tree, kernels) in trees.items():
+            cpu, share = child_run(tree, run_args, kernels)
             times[name].append(cpu)
             shares[name].append(share)
     print(f"{args.strategy} ({workload.pipeline.workers},{workload.pipeline.trainers}) on {args.workload}, "

@@ -85,6 +85,18 @@ def test_a_campaign_runs_only_on_its_release(tmp_path, tiny_checkpoint, two_seed
     assert not (REPO_ROOT / ".campaign" / RELEASE[:12]).exists()
 
 
+def test_a_campaign_runs_only_with_its_kernels(tmp_path, tiny_checkpoint, two_seed_campaigns, monkeypatch, capsys):
+    """Runs made with other kernels than the campaign's would differ from its runs in the last bits: refused."""
+    import benchmark.tracking
+    from benchmark.cli import main
+
+    monkeypatch.setattr(benchmark.tracking, "code_version", lambda: RELEASE)
+    workload = tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11])
+    assert main(["campaign", "run", str(campaign_file(tmp_path, workload, kernels="portable"))]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "computes with portable kernels, this process with native ones" in err and "unset REPLAYBENCH_KERNELS" in err
+
+
 @pytest.mark.slow
 def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path, tiny_checkpoint, isolated_runs,
                                                                         two_seed_campaigns, monkeypatch, capsys):
@@ -107,6 +119,7 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     file = campaign_file(tmp_path, workload)
     assert main(["campaign", "run", str(file), "--jobs", "1"]) == 0
     runs = finished_runs("tiny-campaign")
+    assert {r.kernels for r in runs} == {"native"}  # the campaign's, as the file says by default
     phases = [r.campaign for r in runs]
     # tuning: 2 trials x 1 seed each entry; target: 2 seeds; scored: 2 entries x 2 seeds; confirmation: 2 entries
     assert {p: phases.count(p) for p in set(phases)} == {"trial/tuning-reference": 2, "trial/target": 2,

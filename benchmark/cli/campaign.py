@@ -45,10 +45,10 @@ def on_release(campaign: Campaign) -> bool:
 def run_on_release(campaign: Campaign, file: Path, jobs: int | None) -> int:
     """The same command, run by the release's own engine: from a clean checkout of the release (a git worktree
     under .campaign/, made once), into this checkout's store."""
-    import os
     import subprocess
     import sys
 
+    from benchmark import kernels
     from benchmark.paths import REPO_ROOT
     from benchmark.tracking import RUNS_DIR, tracking_uri
 
@@ -61,11 +61,23 @@ def run_on_release(campaign: Campaign, file: Path, jobs: int | None) -> int:
                                 f"checkout of it could be made here ({made.stderr.strip().splitlines()[-1:]}): fetch "
                                 "that commit, or run the command from a clean checkout of it")
     console.print(f"campaign {campaign.name}: running on its release {campaign.release[:12]}, from {worktree}")
-    env = {**os.environ, "PYTHONPATH": str(worktree), "REPLAYBENCH_RUNS_DIR": str(RUNS_DIR),
-           "MLFLOW_TRACKING_URI": tracking_uri()}
+    env = {**kernels.environment(campaign.kernels), "PYTHONPATH": str(worktree),
+           "REPLAYBENCH_RUNS_DIR": str(RUNS_DIR), "MLFLOW_TRACKING_URI": tracking_uri()}
     command = [sys.executable, "-m", "benchmark.cli", "campaign", "run", str(file.resolve()),
                *(["--jobs", str(jobs)] if jobs else [])]
     return subprocess.run(command, cwd=worktree, env=env).returncode
+
+
+def require_kernels(campaign: Campaign) -> None:
+    from benchmark import kernels
+
+    here = kernels.in_force()
+    if here["kernels"] != campaign.kernels:
+        fix = ("unset REPLAYBENCH_KERNELS, MKL_CBWR and ATEN_CPU_CAPABILITY" if campaign.kernels == "portable"
+               else "set REPLAYBENCH_KERNELS=native")
+        raise CampaignError(f"the campaign {campaign.name} computes with {campaign.kernels} kernels, this process "
+                            f"with {here['kernels']} ones (ATen {here['aten_capability']}, MKL_CBWR "
+                            f"{here['mkl_cbwr']}): {fix}")
 
 
 def name_of(workload: str) -> str:
@@ -77,7 +89,8 @@ def name_of(workload: str) -> str:
 
 def made_by(campaign: Campaign, workload: str, phase: str | None = None) -> list:
     """The finished runs of the workload the campaign made on its release (in one phase, or any)."""
-    return [r for r in finished_runs(name_of(workload)) if r.code_version == campaign.release and (
+    return [r for r in finished_runs(name_of(workload))
+            if r.code_version == campaign.release and r.kernels == campaign.kernels and (
         r.campaign == f"{campaign.name}/{phase}" if phase else (r.campaign or "").startswith(f"{campaign.name}/"))]
 
 
@@ -254,6 +267,7 @@ def cmd_run(args) -> int:
     campaign = load_campaign(args.file)
     if not on_release(campaign):
         return run_on_release(campaign, args.file, args.jobs)
+    require_kernels(campaign)
     console.print(forecast(campaign, jobs_of(args)))
     failures = 0
     for phase in PHASES:

@@ -49,7 +49,8 @@ UNSANDBOXED_ENV = "REPLAYBENCH_UNSANDBOXED"
 BOX_UID = BOX_GID = 1000  # inside the box's user namespace
 BOX_HOST_UID = BOX_HOST_GID = 1_000_000_000  # what the box is on the host when the engine runs as root
 BOX_LIB = Path("/box/lib")  # the box's whole library: numpy and the strategy API
-API_FILES = ("__init__.py", "errors.py", "rollout.py", "strategy.py", "engine/__init__.py", "engine/box.py")
+API_FILES = ("__init__.py", "errors.py", "kernels.py", "rollout.py", "strategy.py", "engine/__init__.py",
+             "engine/box.py")
 # What the box keeps of the engine's environment (nothing else: it may hold tokens and store URIs): the locale,
 # and the OpenBLAS settings some processors need for correct results.
 BOX_ENVIRONMENT = ("LANG", "LC_ALL", "LC_CTYPE", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")

@@ -39,6 +39,7 @@ class RunRecord:
     imported: bool = False  # loaded from a published board (`leaderboard import-runs`): somebody else's run
     code_version: str | None = None  # the engine's commit, +dirty when it had uncommitted changes
     campaign: str | None = None  # the campaign that made it, and what for: "v3/scored" (replaybench.campaign)
+    kernels: str = "native"  # benchmark/kernels.py: "portable" or "native" (runs from before the record: native)
 
 
 def _tag(run, name, default=None):
@@ -89,7 +90,7 @@ def load_runs(workloads: list[str] | None = None, mlflow_client=None) -> list[Ru
             entropy=run.data.metrics.get("train/entropy"), name=_tag(run, "name") or _tag(run, "submission"),
             preview=_tag(run, "preview") == "true", summary_sha256=_tag(run, "summary_sha256"),
             imported=_tag(run, "published_run_id") is not None, code_version=run.data.params.get("code_version"),
-            campaign=_tag(run, "campaign"))
+            campaign=_tag(run, "campaign"), kernels=run.data.params.get("kernels", "native"))
         records.append(rec)
         if rec.status == "finished":
             finished.append((rec, run))

@@ -1,0 +1,61 @@
+"""The CPU kernels runs compute with (benchmark/kernels.py): pinned unless told otherwise, recorded on every run."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import small_workload
+
+from benchmark import kernels
+from benchmark.paths import REPO_ROOT
+
+PINS = ("REPLAYBENCH_KERNELS", "MKL_CBWR", "ATEN_CPU_CAPABILITY")
+PROBE = ("import json, benchmark, torch; from benchmark import kernels; torch.ones(4, 4) @ torch.ones(4, 4); "
+         "print(json.dumps(kernels.in_force()))")
+x86_with_avx2 = pytest.mark.skipif(not {"avx2", "fma"} <= kernels._cpu_flags(), reason="needs an x86 CPU with AVX2")
+
+
+def _probe(**env) -> tuple[dict, str]:
+    clean = {k: v for k, v in os.environ.items() if k not in PINS}
+    done = subprocess.run([sys.executable, "-c", PROBE], env={**clean, "MKL_VERBOSE": "1", **env}, cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stdout
+
+
+@x86_with_avx2
+def test_import_benchmark_pins_the_kernels_before_torch_computes_unless_told_native():
+    portable, mkl_log = _probe()
+    assert (portable["kernels"], portable["aten_capability"], portable["mkl_cbwr"]) == ("portable", "AVX2",
+                                                                                         "COMPATIBLE")
+    assert "CNR:COMPATIBLE" in mkl_log  # MKL itself took the branch, not only the environment
+    native, mkl_log = _probe(REPLAYBENCH_KERNELS="native")
+    assert native["kernels"] == "native" and native["mkl_cbwr"] == "off" and "CNR:OFF" in mkl_log
+    by_hand, _ = _probe(MKL_CBWR="AVX2")  # a setting made by hand is kept, and the run is not called portable
+    assert (by_hand["mkl_cbwr"], by_hand["kernels"]) == ("AVX2", "native")
+
+
+def test_a_child_asked_for_native_kernels_loses_only_the_pins_this_process_set(monkeypatch):
+    monkeypatch.setenv("MKL_CBWR", kernels.PORTABLE_MKL)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx512")
+    monkeypatch.setattr(kernels, "_PINNED", {"MKL_CBWR": kernels.PORTABLE_MKL})
+    native = kernels.environment("native")
+    assert "MKL_CBWR" not in native and native["ATEN_CPU_CAPABILITY"] == "avx512"
+    assert native["REPLAYBENCH_KERNELS"] == "native"
+    assert kernels.environment("portable")["MKL_CBWR"] == kernels.PORTABLE_MKL
+
+
+def test_every_run_records_its_kernels_and_cpu(tiny_checkpoint, isolated_runs):
+    from benchmark.leaderboard.store import finished_runs
+    from benchmark.runner import RunSpec, run
+    from benchmark.tracking import client
+
+    summary = run(RunSpec(small_workload(tiny_checkpoint, budget=20_000, **{"eval.every": 10_000}),
+                          REPO_ROOT / "baselines" / "on_policy.py", {}, seed=0))
+    recorded = client().get_run(summary["mlflow_run_id"]).data
+    here = kernels.in_force()
+    assert recorded.params["kernels"] == here["kernels"] == "native"  # the suite runs native (conftest)
+    assert recorded.tags["replaybench.cpu"] == kernels.cpu_model() != ""
+    assert recorded.tags["replaybench.aten_capability"] == here["aten_capability"]
+    assert [r.kernels for r in finished_runs("arith-tiny")] == ["native"]

@@ -80,6 +80,10 @@ class Campaign(_Strict):
     confirm_top: int = Field(3, ge=0)
     supersedes: dict[str, str] = {}
     _folder: Path = PrivateAttr(default=CAMPAIGNS_DIR)  # the folder of its file
+    _path: Path | None = PrivateAttr(default=None)
+
+    def file(self) -> Path:
+        return self._path or self._folder / f"{self.name}.yaml"
 
     def targets_dir(self) -> Path:
         """Beside its file, whichever checkout runs it: the targets are the campaign's, shipped with its file."""
@@ -87,6 +91,13 @@ class Campaign(_Strict):
 
     def tag(self, phase: str) -> dict:
         return {"campaign": f"{self.name}/{phase}"}
+
+    def made(self, record, phase: str | None = None) -> bool:
+        """Whether the campaign made this run (a leaderboard RunRecord): on its release, with its kernels, tagged
+        with its name, and with the phase when one is given."""
+        tag = record.campaign or ""
+        return (record.code_version == self.release and record.kernels == self.kernels
+                and (tag == f"{self.name}/{phase}" if phase else tag.startswith(f"{self.name}/")))
 
 
 def load_campaign(path: str | Path) -> Campaign:
@@ -102,6 +113,7 @@ def load_campaign(path: str | Path) -> Campaign:
     except ValidationError as exc:
         raise CampaignError(f"{path}:\n  - " + "\n  - ".join(schema.problems(exc, Campaign, data))) from None
     campaign._folder = path.resolve().parent
+    campaign._path = path.resolve()
     problems = [] if campaign.seeds_per_arm >= MIN_SEEDS_PER_ARM else [
         f"seeds_per_arm must be at least {MIN_SEEDS_PER_ARM} (the power analysis' count), not {campaign.seeds_per_arm}"]
     for name, c in campaign.workloads.items():

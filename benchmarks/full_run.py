@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -41,7 +40,9 @@ def child_run(tree: Path, args: list[str], kernels: str = "portable") -> tuple[f
     account of where its time went (summary.json's wall_seconds; `other`: startup, MLflow, checkpoints, the
     strategy, what the executor does between its timed parts)."""
     with tempfile.TemporaryDirectory(prefix="replaybench-full-run-") as tmp:
-        env = {**os.environ, "REPLAYBENCH_KERNELS": kernels, "PYTHONPATH": str(tree), "REPLAYBENCH_RUNS_DIR": tmp,
+        from benchmark import kernels as kernels_module  # this process pinned its own: a native child drops them
+
+        env = {**kernels_module.environment(kernels), "PYTHONPATH": str(tree), "REPLAYBENCH_RUNS_DIR": tmp,
                "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db", "OMP_NUM_THREADS": "1"}
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()

@@ -161,10 +161,21 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     assert sum(map(len, results["campaign_runs"].values())) == len(runs)
     html = render_html(results)
     assert 'id="campaign-runs"' in html and all(r.run_id in html for r in runs)
+    # the campaign's own board: its scored runs only, against the targets it froze; the rest listed by phase
+    assert main(["leaderboard", "build", "--campaign", str(file), "--out", str(tmp_path / "campaign-board")]) == 0
+    board = json.loads((tmp_path / "campaign-board" / "results.json").read_text())
+    scored_ids = {r.run_id for r in scored}
+    assert {e["strategy"] for e in board["entries"]} == {"on_policy", "fifo_uniform"}
+    assert {i for e in board["entries"] for i in e["workloads"]["tiny-campaign"]["run_ids"]} == scored_ids
+    assert not board["excluded_runs"] and board["workloads"]["tiny-campaign"]["target_runs_missing"] == []
+    assert board["workloads"]["tiny-campaign"]["target_file"].endswith("trial/targets/tiny-campaign.json")
+    assert board["campaign"]["name"] == "trial" and board["campaign"]["runs_finished"] == len(runs)
+    assert "Made by the campaign trial" in (tmp_path / "campaign-board" / "index.html").read_text()
 
 
 def test_every_committed_campaign_precedes_the_runs_it_names():
-    """A campaign file's commit comes before every shipped run tagged with its campaign."""
+    """A campaign file's commit comes before every shipped run tagged with its campaign, and each such run was made
+    by the campaign's release, clean, with the campaign's kernels."""
     from benchmark.leaderboard.published import RUNS_FOLDER
     from benchmark.paths import LEADERBOARD_DIR
 
@@ -177,6 +188,9 @@ def test_every_committed_campaign_precedes_the_runs_it_names():
             run = json.loads(record.read_text())
             if run["tags"].get("replaybench.campaign", "").startswith(f"{name}/"):
                 assert run["start_time"] / 1000 > int(committed[-1]), (path, run["run_id"])
+                campaign = load_campaign(path)
+                assert run["params"]["code_version"] == campaign.release, (path, run["run_id"])
+                assert run["params"].get("kernels", "native") == campaign.kernels, (path, run["run_id"])
 
 
 def test_the_board_lists_every_campaign_run_by_what_it_was_for():
@@ -190,6 +204,32 @@ def test_the_board_lists_every_campaign_run_by_what_it_was_for():
     records = [record("r1", "v3/scored"), record("r2", "v3/tuning"), record("r3", "v3/scored"), record("r4", None)]
     assert campaign_runs(records) == {"v3/scored": ["r1", "r3"], "v3/tuning": ["r2"]}  # the failed one too
     assert campaign_runs([record("r4", None)]) == {}
+
+
+def test_a_campaign_board_before_any_target_is_one_clear_message(tmp_path, tiny_checkpoint, two_seed_campaigns,
+                                                                 isolated_runs, capsys):
+    from benchmark.cli import main
+
+    file = campaign_file(tmp_path, tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11]))
+    assert main(["leaderboard", "build", "--campaign", str(file), "--out", str(tmp_path / "board")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the campaign trial has frozen no target yet" in err and "campaign status" in err
+    assert not (tmp_path / "board").exists()
+
+
+def test_a_superseded_campaigns_runs_are_marked_and_its_workloads_wait_for_the_campaign_in_force():
+    """v3.1 supersedes v3: the board lists v3's runs as superseded; a workload only a campaign scores is not
+    advised a freeze-target of its own."""
+    from benchmark.leaderboard.build import _unscored, superseded_campaigns
+    from benchmark.leaderboard.render import campaign_phase_label
+
+    superseded = superseded_campaigns()
+    assert superseded["v3"]["by"] == "v3.1" and "native CPU kernels" in superseded["v3"]["why"]
+    results = {"superseded_campaigns": superseded}
+    assert campaign_phase_label(results, "v3/tuning-reference") == "v3/tuning-reference (superseded by v3.1)"
+    assert campaign_phase_label(results, "v3.1/scored") == "v3.1/scored"
+    waiting = _unscored("arith-small-steps", ["a"])
+    assert waiting["fix"] is None and "leaderboard/campaigns/v3.1.yaml" in waiting["why"]
 
 
 def test_a_campaigns_overrides_make_a_new_version_of_a_published_workload(tmp_path, tiny_checkpoint,
@@ -206,3 +246,20 @@ def test_a_campaigns_overrides_make_a_new_version_of_a_published_workload(tmp_pa
     entry, isolated = entry_of("on_policy")
     [spec] = _specs_at(entry, isolated, str(workload), [0], campaign, "scored")
     assert (spec.workload.version, spec.workload.seeds, spec.tags["campaign"]) == ("2", [0, 1, 2], "trial/scored")
+
+
+def test_a_published_campaign_board_scores_only_runs_its_release_made_with_its_kernels():
+    from benchmark.leaderboard.published import RUNS_FOLDER
+    from benchmark.paths import LEADERBOARD_DIR
+
+    results = json.loads((LEADERBOARD_DIR / "results.json").read_text())
+    if "campaign" not in results:
+        pytest.skip("the published board is not a campaign's yet")
+    c = results["campaign"]
+    for entry in results["entries"]:
+        for w in entry["workloads"].values():
+            for run_id in w["run_ids"]:
+                run = json.loads((LEADERBOARD_DIR / RUNS_FOLDER / run_id / "run.json").read_text())
+                assert run["params"]["code_version"] == c["release"], run_id  # never +dirty, never another engine
+                assert run["params"].get("kernels", "native") == c["kernels"], run_id
+                assert run["tags"]["replaybench.campaign"] == f"{c['name']}/scored", run_id

@@ -89,9 +89,7 @@ def name_of(workload: str) -> str:
 
 def made_by(campaign: Campaign, workload: str, phase: str | None = None) -> list:
     """The finished runs of the workload the campaign made on its release (in one phase, or any)."""
-    return [r for r in finished_runs(name_of(workload))
-            if r.code_version == campaign.release and r.kernels == campaign.kernels and (
-        r.campaign == f"{campaign.name}/{phase}" if phase else (r.campaign or "").startswith(f"{campaign.name}/"))]
+    return [r for r in finished_runs(name_of(workload)) if campaign.made(r, phase)]
 
 
 def campaign_runs(campaign: Campaign) -> dict[tuple[str, str, int], dict]:

@@ -53,6 +53,9 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--rules", type=int, choices=[2, 3],
                    help="score under this rules version (default: the one the targets were frozen with); "
                         "not with --publish")
+    p.add_argument("--campaign", type=Path, metavar="FILE",
+                   help="the board of a campaign (leaderboard/campaigns/*.yaml): its scored runs against the "
+                        "targets it froze, and every campaign run listed by what it was for")
     p = sub.add_parser("serve", help="serve the leaderboard page on http://127.0.0.1:PORT (Ctrl-C stops)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--dir", type=Path, help="folder to serve (default: leaderboard/)")
@@ -84,8 +87,16 @@ def cmd_leaderboard(args) -> int:
             return 0
         if action == "build":
             out = LEADERBOARD_DIR if args.publish else Path(args.out) if args.out else local_board_dir()
+            campaign = None
+            if args.campaign:
+                from benchmark.campaign import CampaignError, load_campaign
+
+                try:
+                    campaign = load_campaign(args.campaign)
+                except CampaignError as exc:
+                    raise LeaderboardError(str(exc)) from None
             results = build(out, args.workload, args.track, targets_dir, force=args.force, highlight=args.highlight,
-                            rules=args.rules)
+                            rules=args.rules, campaign=campaign)
             print_leaderboard(results, highlight=args.highlight)
             warn_unmatched(err, results, args.highlight)
             err.print(f"wrote {out / 'results.json'}, {out / 'LEADERBOARD.md'} and {out / 'index.html'} "

@@ -28,8 +28,8 @@ from benchmark.leaderboard.findings import findings_block, read_calibrations, wi
 from benchmark.leaderboard.page import render_html
 from benchmark.leaderboard.render import render_markdown, rules_version, title, with_readme_results
 from benchmark.leaderboard.store import RunRecord, load_runs, reading_store
-from benchmark.leaderboard.targets import REFERENCE, TARGETS_DIR, available_targets, load_target
-from benchmark.paths import LEADERBOARD_DIR
+from benchmark.leaderboard.targets import REFERENCE, TARGETS_DIR, available_targets, load_target, target_path
+from benchmark.paths import LEADERBOARD_DIR, REPO_ROOT
 from benchmark.tracking import code_version, digest, experiment_name
 
 SCHEMA = "replaybench-leaderboard/3"  # 2: per-seed curves, replay ratio, off-policiness; 3: rules v2
@@ -370,9 +370,10 @@ def _score_workload(key: str, runs: list[RunRecord], workload: str, target: dict
 
 def build_results(records: list[RunRecord], targets: dict[str, dict], track: str | None = None,
                   resamples: int = scoring.BOOTSTRAP_RESAMPLES, tracking_uri: str | None = None,
-                  rules: int | None = None) -> dict:
+                  rules: int | None = None, present: set[str] | None = None) -> dict:
     """The whole leaderboard as a dict of plain Python values (never reached: math.inf); every number traces
-    to MLflow run ids. rules: the version to score under (default: rules_in_force)."""
+    to MLflow run ids. rules: the version to score under (default: rules_in_force). present: the run ids the store
+    holds (default: those of `records`), against which the targets' runs are checked."""
     workloads = sorted(targets)
     rules = rules or rules_in_force(targets)
     runs = sort_runs(records, targets, track)
@@ -412,7 +413,7 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
         "mlflow": {"tracking_uri": tracking_uri, "experiments": [experiment_name(w) for w in workloads]},
         "track": track,
         "rules": _rules(resamples, rules),
-        "workloads": _workload_facts(targets, {rec.run_id for rec in records}),
+        "workloads": _workload_facts(targets, present if present is not None else {rec.run_id for rec in records}),
         "entries": entries,
         "not_ranked": not_ranked,
         "previews": sorted(runs.previews, key=lambda p: (p["workload"], p["name"], p["run_id"])),
@@ -422,17 +423,44 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
     made_for = campaign_runs(records)
     if made_for:
         results["campaign_runs"] = made_for
+        results["superseded_campaigns"] = superseded_campaigns()
     if rules == 3:
         results["claims"] = _claims(results["entries"], workloads)
         _with_claims(results["entries"], results["claims"], one_workload=len(workloads) == 1)
     return results
 
 
+def committed_campaigns() -> dict[str, dict]:
+    """The campaign files beside the published board, by name, as written (leaderboard/campaigns/*.yaml)."""
+    import yaml
+
+    from benchmark.campaign import CAMPAIGNS_DIR
+
+    files = {}
+    for path in sorted(CAMPAIGNS_DIR.glob("*.yaml")):
+        data = yaml.safe_load(path.read_text()) or {}
+        files[str(data.get("name", path.stem))] = {**data, "file": str(path.relative_to(REPO_ROOT))}
+    return files
+
+
+def superseded_campaigns() -> dict[str, dict]:
+    """name -> the campaign that supersedes it and why."""
+    return {old: {"by": name, "why": why} for name, data in committed_campaigns().items()
+            for old, why in (data.get("supersedes") or {}).items()}
+
+
 def _unscored(workload: str, run_ids: list[str]) -> dict:
-    """A workload with runs and no target: a workload of workloads/ waits for its target; any other (a search's
-    candidate, loaded by path) is measured, never scored. Its runs are listed: the page links each one."""
+    """A workload with runs and no target: a workload of workloads/ waits for its target (frozen by the campaign
+    that names it, if one does); any other (a search's candidate, loaded by path) is measured, never scored. Its runs
+    are listed: the page links each one."""
     from benchmark.paths import WORKLOADS_DIR
 
+    by_campaign = [c["file"] for name, c in committed_campaigns().items()
+                   if workload in (c.get("workloads") or {}) and name not in superseded_campaigns()]
+    if by_campaign:
+        return {"runs": len(run_ids), "run_ids": run_ids, "fix": None,
+                "why": f"its target is frozen by the campaign that runs it ({', '.join(by_campaign)}), whose board "
+                       "scores it"}
     if (WORKLOADS_DIR / f"{workload}.yaml").is_file():
         return {"runs": len(run_ids), "run_ids": run_ids,
                 "fix": f"replaybench leaderboard freeze-target --workload {workload}"}
@@ -448,6 +476,46 @@ def campaign_runs(records: list[RunRecord]) -> dict[str, list[str]]:
         if rec.campaign:
             made_for.setdefault(rec.campaign, []).append(rec.run_id)
     return {k: sorted(v) for k, v in sorted(made_for.items())}
+
+
+def score_from_campaign(campaign, track: str | None = None, rules: int | None = None) -> dict:
+    """A campaign's board: its scored runs (made on its release, with its kernels) against the targets it froze,
+    and every run of every campaign the store holds listed by what it was for, those it supersedes included."""
+    from benchmark.workload import load_workload
+
+    targets_dir = campaign.targets_dir()
+    names = [load_workload(w).name for w in campaign.workloads]
+    targets = {w: load_target(w, targets_dir) for w in names if target_path(w, targets_dir).is_file()}
+    if not targets:
+        raise LeaderboardError(f"the campaign {campaign.name} has frozen no target yet (its phase target): "
+                               f"`replaybench campaign status {campaign_file(campaign)}` says what is left")
+    uri = tracking.tracking_uri()
+    with reading_store(uri):
+        records = load_runs(names)
+    results = build_results([r for r in records if campaign.made(r, "scored")], targets, track=track,
+                            tracking_uri=uri, rules=rules, present={r.run_id for r in records})
+    for w, facts in results["workloads"].items():
+        facts["target_file"] = campaign_file(campaign, target_path(w, targets_dir))
+    results["campaign_runs"] = campaign_runs(records)
+    made = [r for r in records if campaign.made(r)]
+    results["campaign"] = {
+        "name": campaign.name, "file": campaign_file(campaign), "release": campaign.release,
+        "kernels": campaign.kernels, "rules": campaign.rules, "seeds_per_arm": campaign.seeds_per_arm,
+        "supersedes": campaign.supersedes, "runs_made": len(made),
+        "runs_finished": sum(r.status == "finished" for r in made),
+        # runs tagged with the campaign but not made as it says (another engine, other kernels): never scored
+        "runs_foreign": sorted(r.run_id for r in records
+                               if (r.campaign or "").startswith(f"{campaign.name}/") and not campaign.made(r))}
+    return results
+
+
+def campaign_file(campaign, path: Path | None = None) -> str:
+    """A campaign's file (or a path beside it) as the board names it: relative to the repository."""
+    path = Path(path or campaign.file()).resolve()
+    try:
+        return str(path.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
 
 
 def score_from_mlflow(workload: str | None = None, track: str | None = None,
@@ -517,12 +585,13 @@ def local_board_dir() -> Path:
 
 def build(out_dir: Path | None = None, workload: str | None = None, track: str | None = None,
           targets_dir: Path | None = None, force: bool = False, highlight: str | None = None,
-          rules: int | None = None) -> dict:
+          rules: int | None = None, campaign=None) -> dict:
     """Write results.json, LEADERBOARD.md and index.html, each atomically, all three rendered from the
     same results before any is written. The default folder is the local board (runs/leaderboard/); the published
     one (leaderboard/) is written only from a store that holds the runs behind its targets, or with force.
     highlight: the entry the page marks as "yours" (never in results.json, never on the published board).
-    rules: score under another rules version than the targets' (a preview of a new version; not published)."""
+    rules: score under another rules version than the targets' (a preview of a new version; not published).
+    campaign: a benchmark.campaign.Campaign whose board this is (score_from_campaign)."""
     out_dir = Path(out_dir or local_board_dir())
     if rules and out_dir.resolve() == LEADERBOARD_DIR.resolve():
         raise LeaderboardError("the published board is scored under the rules its targets were frozen with: drop "
@@ -530,7 +599,8 @@ def build(out_dir: Path | None = None, workload: str | None = None, track: str |
     if highlight and out_dir.resolve() == LEADERBOARD_DIR.resolve():
         raise LeaderboardError("the published board is everyone's: it highlights no entry; build your local board "
                                "with --highlight (drop --publish; it goes to runs/leaderboard/)")
-    results = score_from_mlflow(workload, track, targets_dir, rules)
+    results = (score_from_campaign(campaign, track, rules) if campaign is not None
+               else score_from_mlflow(workload, track, targets_dir, rules))
     missing = {w: d["target_runs_missing"] for w, d in results["workloads"].items() if d["target_runs_missing"]}
     if missing and not force and out_dir.resolve() == LEADERBOARD_DIR.resolve():
         raise LeaderboardError(

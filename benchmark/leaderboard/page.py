@@ -28,6 +28,8 @@ from benchmark.leaderboard.render import (
     FINAL_V3,
     VERDICT_V3,
     YOURS,
+    campaign_phase_label,
+    campaign_words,
     entry_counts,
     excluded_groups,
     format_compute,
@@ -317,6 +319,8 @@ def render_html(results: dict, highlight: str | None = None) -> str:
              '<a href="results.json">results.json</a> and <a href="LEADERBOARD.md">LEADERBOARD.md</a>; each names '
              'the MLflow run ids it comes from (<a href="#runs-section">runs below</a>). '
              f"Rules: {_rules_link(results)}.</p>",
+             *([f'<p class="meta">{_esc(campaign_words(results))} (<a href="#campaign-runs">its runs</a>).</p>']
+               if campaign_words(results) else []),
              "<h2>Ranking</h2>", _ranking_note(results),
              f'<div class="scroll">{_ranking_table(results, mine)}</div>']
     parts += [_level_table(results, w) for w in workloads if rules_version(results) == 3]
@@ -370,9 +374,12 @@ def render_html(results: dict, highlight: str | None = None) -> str:
     parts.append("<h2>Excluded runs</h2>")
     parts += _excluded_sections(results) or ["<p>None.</p>"]
     if results.get("campaign_runs"):
-        parts.append('<h2 id="campaign-runs">Every run of the campaign, by what it was for</h2><div class="scroll">'
+        parts.append('<h2 id="campaign-runs">Every run of the campaigns, by what it was for</h2>'
+                     + (f'<p class="note">{_esc(campaign_words(results))}.</p>' if campaign_words(results) else "")
+                     + '<div class="scroll">'
                      + _simple_table("campaign-runs", ["campaign / phase", "runs", "MLflow run"],
-                                     [[phase, str(len(ids)), rid] for phase, ids in results["campaign_runs"].items()
+                                     [[campaign_phase_label(results, phase), str(len(ids)), rid]
+                                      for phase, ids in results["campaign_runs"].items()
                                       for rid in ids], code_cols=(2,), runs_folder=results.get("runs_folder"))
                      + "</div>")
     for w, info in results["unscored_workloads"].items():

@@ -49,6 +49,28 @@ def title(results: dict) -> str:
     return f"ReplayBench leaderboard: {ws}{track}{rules}"
 
 
+def campaign_words(results: dict) -> str | None:
+    """Which campaign made the board, on what, and how far it is (None: a board not made by one campaign)."""
+    c = results.get("campaign")
+    if not c:
+        return None
+    words = (f"Made by the campaign {c['name']} ({c['file']}, committed before any of its runs): engine release "
+             f"{c['release'][:12]}, {c['kernels']} CPU kernels, scoring rules v{c['rules']}, {c['seeds_per_arm']} "
+             f"scored seeds per arm; {c['runs_finished']} of the {c['runs_made']} runs it has started so far "
+             "finished")
+    words += "".join(f"; it supersedes the campaign {name}: {why}" for name, why in c["supersedes"].items())
+    if c["runs_foreign"]:
+        words += (f"; {len(c['runs_foreign'])} runs tagged with it were made by another engine or other kernels, "
+                  "and are never scored")
+    return words
+
+
+def campaign_phase_label(results: dict, phase: str) -> str:
+    """A campaign run's "campaign/phase", marked when a committed campaign supersedes that one."""
+    by = results.get("superseded_campaigns", {}).get(phase.split("/")[0])
+    return f"{phase} (superseded by {by['by']})" if by else phase
+
+
 def highlighted_keys(results: dict, name: str | None) -> set[str]:
     """The keys of the entries `name` picks out ("your" entry, marked on the page and in the table): each entry
     whose name, label or key it is; a submission resubmitted with other code or settings is several entries."""
@@ -311,6 +333,13 @@ def render_markdown(results: dict) -> str:
                 "|---|---|---|---|---|"]
         out += [f"| {x['workload']} | {_md_cell(x.get('name', x['strategy']))} | {x['seed']} | `{x['run_id']}` | "
                 f"{_md_cell(x['reason'])} |" for x in runs]
+    if results.get("campaign_runs"):
+        out += ["", "## Every run of the campaigns, by what it was for", ""]
+        if campaign_words(results):
+            out += [campaign_words(results) + ".", ""]
+        out += ["| campaign / phase | runs |", "|---|---|"]
+        out += [f"| {campaign_phase_label(results, phase)} | {len(ids)} |"
+                for phase, ids in results["campaign_runs"].items()]
     if results["unscored_workloads"]:
         out += ["", "## Workloads without a target", ""]
         out += [f"- {w}: {i['runs']} runs; " + (f"`{i['fix']}`" if i["fix"] else i["why"])

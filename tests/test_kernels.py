@@ -59,3 +59,20 @@ def test_every_run_records_its_kernels_and_cpu(tiny_checkpoint, isolated_runs):
     assert recorded.tags["replaybench.cpu"] == kernels.cpu_model() != ""
     assert recorded.tags["replaybench.aten_capability"] == here["aten_capability"]
     assert [r.kernels for r in finished_runs("arith-tiny")] == ["native"]
+
+
+def test_make_baselines_computes_with_the_kernels_of_the_published_reference_runs():
+    """The quick reproduction can match the published row only with the kernels its runs were made with."""
+    import re
+
+    from benchmark.leaderboard.published import RUNS_FOLDER
+    from benchmark.paths import LEADERBOARD_DIR
+
+    results = json.loads((LEADERBOARD_DIR / "results.json").read_text())
+    reference = next(e for e in results["entries"] if e["reference"])
+    made_with = {json.loads((LEADERBOARD_DIR / RUNS_FOLDER / run_id / "run.json").read_text())["params"].get(
+        "kernels", "native") for w in reference["workloads"].values() for run_id in w["run_ids"]}
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    assert re.search(r"^BASELINE_KERNELS \?= (\w+)$", makefile, re.M).group(1) in made_with
+    assert len(made_with) == 1
+    assert "REPLAYBENCH_KERNELS=$(BASELINE_KERNELS) $(BIN)/replaybench baselines" in makefile

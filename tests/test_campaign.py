@@ -171,6 +171,11 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     assert board["workloads"]["tiny-campaign"]["target_file"].endswith("trial/targets/tiny-campaign.json")
     assert board["campaign"]["name"] == "trial" and board["campaign"]["runs_finished"] == len(runs)
     assert "Made by the campaign trial" in (tmp_path / "campaign-board" / "index.html").read_text()
+    # the confirmed entry's claim, tested again on its confirmation seed (one seed an arm: nothing resolves)
+    [row] = board["confirmation"]
+    assert row["verdict"] in ("nothing to replicate", "not replicated") and len(row["run_ids"]) == 1
+    assert "Confirmation on fresh seeds" in (tmp_path / "campaign-board" / "LEADERBOARD.md").read_text()
+    assert 'id="confirmation"' in (tmp_path / "campaign-board" / "index.html").read_text()
 
 
 def test_every_committed_campaign_precedes_the_runs_it_names():

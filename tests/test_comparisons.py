@@ -192,3 +192,37 @@ def test_the_seed_count_of_the_rules_follows_from_the_measured_spread():
     assert round(math.sqrt(sum_squares / dof), 3) == scoring_v3.MEASURED_SD_LOG_CTT
     sd, effect, seeds = scoring_v3.MEASURED_SD_LOG_CTT, scoring_v3.SMALLEST_CLAIMED_EFFECT, scoring_v3.SCORED_SEEDS
     assert comparisons.power(sd, seeds, effect) >= scoring_v3.POWER > comparisons.power(sd, seeds - 1, effect)
+
+
+def test_confirmation_verdicts_follow_the_committed_protocol():
+    """docs/protocols/confirmation.md: replicated, not replicated, reversed, nothing to replicate; Holm over the
+    resolved claims only; a confirmation seed without a run never reaches the target."""
+    from types import SimpleNamespace
+
+    from benchmark.leaderboard.confirmation import confirmation_verdicts, holm_adjusted
+
+    assert holm_adjusted([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    seeds = list(range(30, 40))
+    crossing = {"g0": range(60, 70), "g1": range(40, 50), "g2": range(60, 70), "g3": range(80, 90),
+                "g4": range(40, 50)}
+
+    def run(group, seed, c):  # the smoothed curve crosses 0.5 at compute c / 2
+        curve = [{"compute": 0, "accuracy": 0.0}, {"compute": c, "accuracy": 1.0}, {"compute": 100, "accuracy": 1.0}]
+        return SimpleNamespace(workload="w", group=group, run_id=f"{group}-{seed}", seed=seed,
+                               summary={"eval_curve": curve})
+    runs = [run(g, s, c) for g, cs in crossing.items() for s, c in zip(seeds, cs)]
+    runs = [r for r in runs if r.run_id != "g1-39"]  # a confirmation run that failed
+    labels = ["ref", "fast", "same", "slow", "unresolved"]
+    entries = [{"reference": i == 0, "label": label, "workloads": {"w": {"group": f"g{i}"}}}
+               for i, label in enumerate(labels)]
+    claims = [{"first": label, "second": "ref", "workload": "w", "speedup": 1.4, "ci95": [1.2, 1.6], "poi": 0.9,
+               "adjusted_p_value": 0.001 if label != "unresolved" else 0.3,
+               "verdict": "resolved faster" if label != "unresolved" else "not resolved"} for label in labels[1:]]
+    results = {"workloads": {"w": {"target_accuracy": 0.5, "budget": 100}}, "entries": entries, "claims": claims}
+    rows = {r["entry"]: r for r in confirmation_verdicts(results, runs, {"w": seeds})}
+    assert {e: r["verdict"] for e, r in rows.items()} == {
+        "fast": "replicated", "same": "not replicated", "slow": "reversed", "unresolved": "nothing to replicate"}
+    assert rows["fast"]["confirmation"]["speedup"] == pytest.approx(1.4, rel=0.1)
+    assert rows["fast"]["confirmation"]["inside_scored_interval"] and len(rows["fast"]["run_ids"]) == 9
+    assert rows["unresolved"]["confirmation"]["adjusted_p_value"] is None
+    assert rows["same"]["confirmation"]["adjusted_p_value"] >= rows["same"]["confirmation"]["p_value"]

@@ -22,6 +22,7 @@ from benchmark.leaderboard.compliance import (
     exclusion_reason,
     open_track_choices,
 )
+from benchmark.leaderboard.confirmation import confirmation_verdicts
 from benchmark.leaderboard.diagnostic import read_diagnostics, with_diagnostic_table
 from benchmark.leaderboard.files import json_values, plain_values, write_atomic
 from benchmark.leaderboard.findings import findings_block, read_calibrations, with_findings
@@ -497,6 +498,10 @@ def score_from_campaign(campaign, track: str | None = None, rules: int | None = 
     for w, facts in results["workloads"].items():
         facts["target_file"] = campaign_file(campaign, target_path(w, targets_dir))
     results["campaign_runs"] = campaign_runs(records)
+    confirmed = [r for r in records if campaign.made(r, "confirmation") and r.status == "finished" and r.summary]
+    if confirmed and results.get("claims") is not None:
+        seeds = {load_workload(w).name: c.confirmation_seeds for w, c in campaign.workloads.items()}
+        results["confirmation"] = confirmation_verdicts(results, confirmed, seeds)
     made = [r for r in records if campaign.made(r)]
     results["campaign"] = {
         "name": campaign.name, "file": campaign_file(campaign), "release": campaign.release,

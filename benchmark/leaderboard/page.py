@@ -25,11 +25,13 @@ from benchmark.leaderboard.plots import (
 )
 from benchmark.leaderboard.published import shared_path
 from benchmark.leaderboard.render import (
+    CONFIRMATION_COLUMNS,
     FINAL_V3,
     VERDICT_V3,
     YOURS,
     campaign_phase_label,
     campaign_words,
+    confirmation_rows,
     entry_counts,
     excluded_groups,
     format_compute,
@@ -373,6 +375,11 @@ def render_html(results: dict, highlight: str | None = None) -> str:
         parts.append("<p>None.</p>")
     parts.append("<h2>Excluded runs</h2>")
     parts += _excluded_sections(results) or ["<p>None.</p>"]
+    if results.get("confirmation"):
+        parts.append('<h2 id="confirmation">Confirmation on fresh seeds</h2><p class="note">Each confirmed entry\'s '
+                     "claim against the reference, tested again on the confirmation seeds alone by the rule fixed "
+                     "before those runs (docs/protocols/confirmation.md).</p>"
+                     + _simple_table("confirmation", list(CONFIRMATION_COLUMNS), confirmation_rows(results)))
     if results.get("campaign_runs"):
         parts.append('<h2 id="campaign-runs">Every run of the campaigns, by what it was for</h2>'
                      + (f'<p class="note">{_esc(campaign_words(results))}.</p>' if campaign_words(results) else "")

@@ -65,6 +65,21 @@ def campaign_words(results: dict) -> str | None:
     return words
 
 
+CONFIRMATION_COLUMNS = ("workload", "entry", "scored verdict (speedup [95%])", "confirmation speedup [95%]",
+                        "Holm-corrected p", "verdict")
+
+
+def confirmation_rows(results: dict) -> list[list[str]]:
+    """The confirmation table (docs/protocols/confirmation.md), one row per confirmed entry and workload."""
+    def speedup(d):
+        return f"{format_number(d['speedup'], '{:.2f}')} [{format_number(d['ci95'][0], '{:.2f}')}, " \
+               f"{format_number(d['ci95'][1], '{:.2f}')}]"
+    return [[r["workload"], r["entry"], f"{r['scored']['verdict']} ({speedup(r['scored'])})",
+             speedup(r["confirmation"]),
+             "-" if r["confirmation"]["adjusted_p_value"] is None else f"{r['confirmation']['adjusted_p_value']:.3f}",
+             r["verdict"]] for r in results.get("confirmation", [])]
+
+
 def campaign_phase_label(results: dict, phase: str) -> str:
     """A campaign run's "campaign/phase", marked when a committed campaign supersedes that one."""
     by = results.get("superseded_campaigns", {}).get(phase.split("/")[0])
@@ -333,6 +348,13 @@ def render_markdown(results: dict) -> str:
                 "|---|---|---|---|---|"]
         out += [f"| {x['workload']} | {_md_cell(x.get('name', x['strategy']))} | {x['seed']} | `{x['run_id']}` | "
                 f"{_md_cell(x['reason'])} |" for x in runs]
+    if results.get("confirmation"):
+        out += ["", "## Confirmation on fresh seeds", "",
+                "Each confirmed entry's claim against the reference, tested again on the confirmation seeds alone by "
+                "the rule fixed before those runs (docs/protocols/confirmation.md).", "",
+                "| " + " | ".join(CONFIRMATION_COLUMNS) + " |",
+                "|" + "|".join("---" for _ in CONFIRMATION_COLUMNS) + "|"]
+        out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in confirmation_rows(results)]
     if results.get("campaign_runs"):
         out += ["", "## Every run of the campaigns, by what it was for", ""]
         if campaign_words(results):

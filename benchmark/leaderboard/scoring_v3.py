@@ -152,6 +152,11 @@ def reference_arm(runs: list[SeedResult], scored_seeds: list[int], target: float
     return ReferenceArm(ctt, curves, draws_for(f"reference/{workload}", len(scored_seeds), resamples))
 
 
+def compute_to_target_by_seed(runs: list[SeedResult], seeds: list[int], target: float, budget: float) -> np.ndarray:
+    """Each seed's compute to the target (inf for a seed without a run, or one that never reaches it)."""
+    return _arm(runs, seeds, target, budget)[1]
+
+
 def _arm(runs: list[SeedResult], scored_seeds: list[int], target: float, budget: float):
     """Each scored seed's curve (a missing seed: accuracy 0 throughout) and compute-to-target (inf if missing)."""
     _, by_seed, _, curves = scored_curves(runs, scored_seeds, budget)

@@ -4,8 +4,8 @@ PyTorch picks its vectorised kernels by the CPU's instruction set (AVX-512 or AV
 products, picks its code by the processor's vendor and model. Each choice rounds differently: the same run made on
 two kinds of CPU agrees for a few hundred updates, then drifts apart. Pinned ("portable", the default): ATen's AVX2
 kernels and MKL's COMPATIBLE branch, the one MKL documents as giving the same results on Intel and other processors.
-The price is speed: about 1.8x slower than the native kernels (benchmarks/kernels.py). REPLAYBENCH_KERNELS=native
-opts out; every run records which kernels it used and on which CPU.
+The price is speed: about 1.6x the native kernels' time (benchmarks/full_run.py --native-kernels).
+REPLAYBENCH_KERNELS=native opts out; every run records which kernels it used and on which CPU.
 
 Both libraries read their setting once, when first used, so `pin` must run before torch computes anything:
 `import benchmark` calls it, and processes started from here inherit it.

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-# The suite checks behaviour, not bits across machines: it computes with the native kernels, about 1.8x faster than
+# The suite checks behaviour, not bits across machines: it computes with the native kernels, about 1.6x faster than
 # the portable ones runs pin by default (benchmark/kernels.py; tests/test_kernels.py checks the pinning itself).
 os.environ.setdefault("REPLAYBENCH_KERNELS", "native")
 

@@ -116,32 +116,34 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     # the real start checkpoint: its accuracy is not 0, so the target frozen from it means something
     workload = tiny_workload(tmp_path, REPO_ROOT / "tasks" / "arith_tiny" / "checkpoint", seeds=[0, 1],
                              target_seeds=[10, 11], tuning={"trials": 2, "seeds": [100]})
-    file = campaign_file(tmp_path, workload)
+    file = campaign_file(tmp_path, workload, variants=[{"entry": "fifo_uniform", "split": "5,3", "buffer_size": 48}])
     assert main(["campaign", "run", str(file), "--jobs", "1"]) == 0
     runs = finished_runs("tiny-campaign")
     assert {r.kernels for r in runs} == {"native"}  # the campaign's, as the file says by default
     phases = [r.campaign for r in runs]
-    # tuning: 2 trials x 1 seed each entry; target: 2 seeds; scored: 2 entries x 2 seeds; confirmation: 2 entries
-    assert {p: phases.count(p) for p in set(phases)} == {"trial/tuning-reference": 2, "trial/target": 2,
-                                                        "trial/tuning": 2, "trial/scored": 4, "trial/confirmation": 2}
+    # tuning: 2 trials x 1 seed each entry; target: 2 seeds; scored: 2 entries x 2 seeds; the variant: 2 seeds;
+    # confirmation: 2 entries
+    assert {p: phases.count(p) for p in set(phases)} == {
+        "trial/tuning-reference": 2, "trial/target": 2, "trial/tuning": 2, "trial/scored": 4, "trial/variants": 2,
+        "trial/confirmation": 2}
     assert [r.start_time for r in sorted(runs, key=lambda r: r.start_time)] == sorted(r.start_time for r in runs)
     order = [r.campaign for r in sorted(runs, key=lambda r: r.start_time)]
     assert order == sorted(order, key=["trial/tuning-reference", "trial/target", "trial/tuning", "trial/scored",
-                                       "trial/confirmation"].index)
+                                       "trial/variants", "trial/confirmation"].index)
     target = json.loads((tmp_path / "trial" / "targets" / "tiny-campaign.json").read_text())
     assert target["rules_version"] == 3 and sorted(target["per_run"][i]["seed"] for i in target["run_ids"]) == [10, 11]
     # the scored runs of each entry are at its picked trial: one configuration per entry
     scored = [r for r in runs if r.campaign == "trial/scored"]
     assert len({(r.strategy, r.group) for r in scored}) == 2
-    # up front, the whole campaign: 2 + 2 + 2 + 4 + 2 runs, none timed yet in this store
+    # up front, the whole campaign: 2 + 2 + 2 + 4 + 2 + 2 runs, none timed yet in this store
     first = " ".join(capsys.readouterr().err.split())
-    assert "campaign trial: 12 runs in all, 0 done, 12 left (no finished run of tiny-campaign" in first
+    assert "campaign trial: 14 runs in all, 0 done, 14 left (no finished run of tiny-campaign" in first
     assert main(["campaign", "run", str(file), "--jobs", "1"]) == 0  # resumed: nothing left to make
     assert len(finished_runs("tiny-campaign")) == len(runs)
     assert main(["campaign", "status", str(file)]) == 0
     status = " ".join(capsys.readouterr().err.split())
     assert "scored: 4 of 4 runs done" in status and "confirmation: 2 of 2 runs done" in status
-    assert "campaign trial: 12 runs in all, 12 done, 0 left: about 0.0 hours" in status
+    assert "campaign trial: 14 runs in all, 14 done, 0 left: about 0.0 hours" in status
     # shipped by phase, each run's folder beside the published board's
     import benchmark.paths
 
@@ -176,6 +178,14 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     assert row["verdict"] in ("nothing to replicate", "not replicated") and len(row["run_ids"]) == 1
     assert "Confirmation on fresh seeds" in (tmp_path / "campaign-board" / "LEADERBOARD.md").read_text()
     assert 'id="confirmation"' in (tmp_path / "campaign-board" / "index.html").read_text()
+    assert 'id="variants"' in (tmp_path / "campaign-board" / "index.html").read_text()
+    # the variant against the reference, for the findings, never ranked; the findings read per workload
+    [variant] = board["variants"]
+    assert variant["variant"] == "fifo_uniform (5,3) N=48" and len(variant["run_ids"]) == 2
+    assert variant["verdict"] in ("resolved faster", "resolved slower", "not resolved")
+    findings = (tmp_path / "campaign-board" / "FINDINGS.md").read_text()
+    assert "the CPU tier (tiny-campaign v1)" in findings and "`fifo_uniform (5,3) N=48`: replay ratio" in findings
+    assert "Made by the campaign trial" in findings and "Confirmation on fresh seeds" in findings
 
 
 def test_every_committed_campaign_precedes_the_runs_it_names():

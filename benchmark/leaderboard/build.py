@@ -30,6 +30,7 @@ from benchmark.leaderboard.page import render_html
 from benchmark.leaderboard.render import render_markdown, rules_version, title, with_readme_results
 from benchmark.leaderboard.store import RunRecord, load_runs, reading_store
 from benchmark.leaderboard.targets import REFERENCE, TARGETS_DIR, available_targets, load_target, target_path
+from benchmark.leaderboard.variants import variant_claims
 from benchmark.paths import LEADERBOARD_DIR, REPO_ROOT
 from benchmark.tracking import code_version, digest, experiment_name
 
@@ -498,7 +499,11 @@ def score_from_campaign(campaign, track: str | None = None, rules: int | None = 
     for w, facts in results["workloads"].items():
         facts["target_file"] = campaign_file(campaign, target_path(w, targets_dir))
     results["campaign_runs"] = campaign_runs(records)
-    confirmed = [r for r in records if campaign.made(r, "confirmation") and r.status == "finished" and r.summary]
+    def finished(phase):
+        return [r for r in records if campaign.made(r, phase) and r.status == "finished" and r.summary]
+    if finished("variants") and results.get("claims") is not None:
+        results["variants"] = variant_claims(results, finished("variants"), finished("scored"))
+    confirmed = finished("confirmation")
     if confirmed and results.get("claims") is not None:
         seeds = {load_workload(w).name: c.confirmation_seeds for w, c in campaign.workloads.items()}
         results["confirmation"] = confirmation_verdicts(results, confirmed, seeds)

@@ -8,7 +8,8 @@ import functools
 
 import numpy as np
 
-from benchmark.leaderboard import comparisons, scoring, scoring_v3
+from benchmark.leaderboard import comparisons, scoring_v3
+from benchmark.leaderboard.variants import arm_ctt
 
 ALPHA = comparisons.ALPHA
 
@@ -44,10 +45,9 @@ def confirmation_verdicts(results: dict, runs: list, seeds: dict[str, list[int]]
         by_group: dict[str, list] = {}
         for r in runs:
             if r.workload == w:
-                by_group.setdefault(r.group, []).append(scoring.SeedResult(r.run_id, r.seed, r.summary["eval_curve"]))
+                by_group.setdefault(r.group, []).append(r)
         arm = by_group.get(reference["workloads"][w]["group"], [])
-        ctt = functools.partial(scoring_v3.compute_to_target_by_seed, seeds=seeds[w],
-                                target=facts["target_accuracy"], budget=facts["budget"])
+        ctt = functools.partial(arm_ctt, seeds=seeds[w], target=facts["target_accuracy"], budget=facts["budget"])
         for entry in results["entries"]:
             confirmed = by_group.get(entry["workloads"][w]["group"]) if entry is not reference else None
             claim = confirmed and comparisons.oriented(results["claims"], entry["label"], reference["label"], w)

@@ -12,7 +12,14 @@ from pathlib import Path
 
 from benchmark.leaderboard.comparisons import oriented
 from benchmark.leaderboard.files import read_results
-from benchmark.leaderboard.render import format_compute, format_score, replace_between, rules_version, side_of_one
+from benchmark.leaderboard.render import (
+    format_compute,
+    format_number,
+    format_score,
+    replace_between,
+    rules_version,
+    side_of_one,
+)
 
 FINDINGS_START = ("<!-- findings: written by `replaybench leaderboard build --publish` from leaderboard/results.json "
                   "and leaderboard/calibration*.json -->")
@@ -50,10 +57,11 @@ class Board:
     results: dict
     calibrations: dict  # file name -> its content, None when the folder lacks it
     to_leaderboard: str = "../leaderboard/"  # the leaderboard folder, relative to the findings' file
+    on: str | None = None  # the workload the claims are read on (default: the board's first)
 
     @property
-    def workload(self) -> str:  # the CPU tier's board scores one workload
-        return sorted(self.results["workloads"])[0]
+    def workload(self) -> str:  # the v2 board scores one workload; a campaign's, each in turn
+        return self.on or sorted(self.results["workloads"])[0]
 
     def entry(self, pick: Pick) -> dict | None:
         found = [e for e in self.results["entries"] if pick.matches(e)]
@@ -80,14 +88,18 @@ class Pick:
     """A board entry by what the paper varies: its strategy, split (W,T) and buffer size N (None: it has none)."""
 
     strategy: str
-    split: tuple[int, int] = (6, 2)
+    split: tuple[int, int] | None = (6, 2)  # None: whatever its tuning picked (a campaign's board holds it once)
     buffer_size: int | None = 360
 
     def matches(self, entry: dict) -> bool:
+        if self.split is None:
+            return entry["strategy"] == self.strategy
         return (entry["strategy"], (entry["workers"], entry["trainers"]), entry["params"].get("buffer_size")) == (
             self.strategy, self.split, self.buffer_size)
 
     def parts(self) -> dict[str, str]:
+        if self.split is None:
+            return {"strategy": f"`{self.strategy}`", "split": "", "N": ""}
         return {"strategy": f"`{self.strategy}`", "split": f"({self.split[0]},{self.split[1]})",
                 "N": "" if self.buffer_size is None else f"N={self.buffer_size}"}
 
@@ -181,7 +193,7 @@ class Compare:
         kinds = ("resolved faster", "resolved slower", "not resolved") if board.v3 else (
             f"disjoint ({first} above)", f"disjoint ({second} above)", "overlapping: not resolved")
         tally = ", ".join(f"{v} at {verdicts.count(v)} of {len(verdicts)}" for v in kinds if v in verdicts)
-        return f"{first} against {second}, speedups: {tally}. " + "; ".join(rows)
+        return (f"{first} against {second}, speedups: {tally}. " if verdicts else "") + "; ".join(rows)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -336,9 +348,78 @@ CLAIMS = (
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class Variants:
+    """A campaign's variants of some entries (other splits or buffer sizes, never ranked), each against the
+    reference's scored runs, in the order of their replay ratio."""
+
+    strategies: tuple[str, ...]
+
+    def render(self, board: Board) -> str:
+        rows = sorted((v for v in board.results.get("variants", []) if v["workload"] == board.workload
+                       and v["strategy"] in self.strategies), key=lambda v: v["replay_ratio"] or 0)
+        if not rows:
+            return "no variant of " + ", ".join(f"`{s}`" for s in self.strategies) + " on this workload"
+        return "variants against the reference (never ranked; corrected together): " + "; ".join(
+            f"`{v['variant']}`: replay ratio {format_number(v['replay_ratio'], '{:.2f}')}, speedup "
+            f"{v['speedup']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}], {worded(v)}, best accuracy "
+            f"{v['best_accuracy']['median']:.3f}" for v in rows)
+
+
+def _any(strategy: str) -> Pick:
+    return Pick(strategy, None, None)
+
+
+def _against_fifo_any(strategy: str) -> Compare:
+    return Compare(((_any(strategy), _any("fifo_uniform")),))
+
+
+FIELD_METHODS = ("fresh_anchored", "staleness_bounded", "m2po", "prompt_replay", "asymre")
+CAMPAIGN_CLAIMS = (
+    Claim("A FIFO buffer saves compute against on-policy (the paper: (5,3), N/B ≈ 1.4, against (6,2), μ = 5.28)",
+          (Card(_any("fifo_uniform")), Card(_any("on_policy")), Variants(("fifo_uniform",)), AboveOne())),
+    Claim("Positive bias (keeping correct rollouts) helps",
+          (_against_fifo_any("positive_bias"), Card(_any("positive_bias")), Variants(("positive_bias",)))),
+    Claim("Sampling without replacement: no clear effect", (_against_fifo_any("without_replacement"),)),
+    Claim("Prefer never-used rollouts: no clear effect",
+          (_against_fifo_any("prefer_unused"), NeverUsed((_any("fifo_uniform"), _any("prefer_unused"))))),
+    Claim("Too high a replay ratio degrades ((4,4): 17.6 in one setting)", (Variants(("fifo_uniform",)),)),
+    Claim("One shard of N/T per trainer (the paper's sharded buffer)", (_against_fifo_any("sharded"),)),
+    Claim("(beyond the papers) prioritized replay by \\|advantage\\|",
+          (_against_fifo_any("prioritized"), Card(_any("prioritized")))),
+    Claim("RLEP (Kwai Klear 2025): replaying successes of an RL-trained policy speeds up learning",
+          (Card(_any("rlep")),)),
+    Claim("(a control, not in the paper) training forever on the first N rollouts", (Card(_any("oldest_first")),)),
+    Claim("(the field, 2025–26: docs/methods.md) staleness-aware losses and buffers, and AsymRE",
+          tuple(Card(_any(m)) for m in FIELD_METHODS)),
+)
+
+
+def campaign_findings_block(results: dict, to_leaderboard: str = "../leaderboard/") -> str:
+    """A campaign board's findings: how to read them, then per workload one row per claim, then which verdicts
+    replicated on the confirmation seeds."""
+    c = results["campaign"]
+    out = [_v3_reading(Board(results, {}, to_leaderboard), calibrations=False) + (
+        f" Made by the campaign {c['name']} (`{c['file']}`): every entry at the pick of the same tuning budget, "
+        "the variants at the scored seeds, the confirmation on seeds no run had used.")]
+    for w in sorted(results["workloads"]):
+        board = Board(results, {}, to_leaderboard, on=w)
+        out += ["", f"| the paper | the CPU tier ({w} v{results['workloads'][w]['version']}) |", "|---|---|"]
+        out += [f"| {claim.paper} | " + PART_BREAK.join(part.render(board).replace("|", "\\|")
+                                                         for part in claim.measured) + " |"
+                for claim in CAMPAIGN_CLAIMS]
+    rows = results.get("confirmation", [])
+    out += ["", "Confirmation on fresh seeds (docs/protocols/confirmation.md): " + (
+        "; ".join(f"`{r['entry']}` on {r['workload']}: {r['verdict']}" for r in rows) if rows
+        else "not run yet") + "."]
+    return "\n".join(out) + "\n"
+
+
 def findings_block(results: dict, calibrations: dict, to_leaderboard: str = "../leaderboard/") -> str:
     """The generated part of docs/findings.md: how to read it (in the words of the board's rules version), then
     one row per claim. to_leaderboard: the leaderboard folder relative to the file it goes into."""
+    if results.get("campaign"):
+        return campaign_findings_block(results, to_leaderboard)
     board = Board(results, calibrations, to_leaderboard)
     w = results["workloads"][board.workload]
     out = [_v3_reading(board) if board.v3 else _v2_reading(board, calibrations), "",
@@ -365,7 +446,7 @@ def _v2_reading(board: Board, calibrations: dict) -> str:
             "direction, not an interval.")
 
 
-def _v3_reading(board: Board) -> str:
+def _v3_reading(board: Board, calibrations: bool = True) -> str:
     w = board.results["workloads"][board.workload]
     return (f"The board of {board.results['generated'][:10]} under scoring rules v3 (LEADERBOARD.md beside it; the run "
             f"ids behind each number in its `results.json`, and every claim below in its `claims`), scored seeds "
@@ -374,8 +455,8 @@ def _v3_reading(board: Board) -> str:
             "(each entry with the reference, each pair below) is tested by Mann-Whitney and corrected together "
             "(Benjamini-Hochberg); the wording rule: \"resolved faster\" or \"resolved slower\" at a corrected "
             "p below 0.05, else \"not resolved\"; PoI is the probability that a run of the first reaches the "
-            "target with less compute than a run of the second. The calibration rows are two seeds, a direction, "
-            "not an interval.")
+            "target with less compute than a run of the second."
+            + (" The calibration rows are two seeds, a direction, not an interval." if calibrations else ""))
 
 
 def read_calibrations(board_dir: Path) -> dict:

@@ -27,6 +27,7 @@ from benchmark.leaderboard.published import shared_path
 from benchmark.leaderboard.render import (
     CONFIRMATION_COLUMNS,
     FINAL_V3,
+    VARIANT_COLUMNS,
     VERDICT_V3,
     YOURS,
     campaign_phase_label,
@@ -43,6 +44,7 @@ from benchmark.leaderboard.render import (
     rules_version,
     table_rows,
     title,
+    variant_rows,
 )
 
 RUNS_OPEN_UP_TO = 40  # the runs table starts folded when it is longer
@@ -375,6 +377,10 @@ def render_html(results: dict, highlight: str | None = None) -> str:
         parts.append("<p>None.</p>")
     parts.append("<h2>Excluded runs</h2>")
     parts += _excluded_sections(results) or ["<p>None.</p>"]
+    if results.get("variants"):
+        parts.append('<h2 id="variants">Variants, for the findings</h2><p class="note">Entries at another split or '
+                     "buffer size, each against the reference's scored runs on the same seeds, corrected together; "
+                     "never ranked.</p>" + _simple_table("variants", list(VARIANT_COLUMNS), variant_rows(results)))
     if results.get("confirmation"):
         parts.append('<h2 id="confirmation">Confirmation on fresh seeds</h2><p class="note">Each confirmed entry\'s '
                      "claim against the reference, tested again on the confirmation seeds alone by the rule fixed "

@@ -54,7 +54,7 @@ def campaign_words(results: dict) -> str | None:
     c = results.get("campaign")
     if not c:
         return None
-    words = (f"Made by the campaign {c['name']} ({c['file']}, committed before any of its runs): engine release "
+    words = (f"Made by the campaign {c['name']} ({c['file']}): engine release "
              f"{c['release'][:12]}, {c['kernels']} CPU kernels, scoring rules v{c['rules']}, {c['seeds_per_arm']} "
              f"scored seeds per arm; {c['runs_finished']} of the {c['runs_made']} runs it has started so far "
              "finished")
@@ -78,6 +78,18 @@ def confirmation_rows(results: dict) -> list[list[str]]:
              speedup(r["confirmation"]),
              "-" if r["confirmation"]["adjusted_p_value"] is None else f"{r['confirmation']['adjusted_p_value']:.3f}",
              r["verdict"]] for r in results.get("confirmation", [])]
+
+
+VARIANT_COLUMNS = ("workload", "variant (never ranked)", "replay ratio", "speedup [95%]", "vs reference (corrected p)",
+                   "best acc (median curve)")
+
+
+def variant_rows(results: dict) -> list[list[str]]:
+    """The campaign's variants against the reference (leaderboard/variants.py)."""
+    return [[v["workload"], v["variant"], format_number(v["replay_ratio"], "{:.2f}"),
+             f"{format_number(v['speedup'], '{:.2f}')} [{format_number(v['ci95'][0], '{:.2f}')}, "
+             f"{format_number(v['ci95'][1], '{:.2f}')}]", f"{v['verdict']} ({v['adjusted_p_value']:.3f})",
+             f"{v['best_accuracy']['median']:.3f}"] for v in results.get("variants", [])]
 
 
 def campaign_phase_label(results: dict, phase: str) -> str:
@@ -348,6 +360,10 @@ def render_markdown(results: dict) -> str:
                 "|---|---|---|---|---|"]
         out += [f"| {x['workload']} | {_md_cell(x.get('name', x['strategy']))} | {x['seed']} | `{x['run_id']}` | "
                 f"{_md_cell(x['reason'])} |" for x in runs]
+    if results.get("variants"):
+        out += ["", "## Variants, for the findings", "", "| " + " | ".join(VARIANT_COLUMNS) + " |",
+                "|" + "|".join("---" for _ in VARIANT_COLUMNS) + "|"]
+        out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in variant_rows(results)]
     if results.get("confirmation"):
         out += ["", "## Confirmation on fresh seeds", "",
                 "Each confirmed entry's claim against the reference, tested again on the confirmation seeds alone by "

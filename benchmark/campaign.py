@@ -100,6 +100,22 @@ class Campaign(_Strict):
                 and (tag == f"{self.name}/{phase}" if phase else tag.startswith(f"{self.name}/")))
 
 
+def campaign_files(folder: Path | None = None) -> dict[str, dict]:
+    """The campaign files of a folder (default: leaderboard/campaigns/), by campaign name, as written, each with
+    its path."""
+    files = {}
+    for path in sorted(Path(folder or CAMPAIGNS_DIR).glob("*.yaml")):
+        data = yaml.safe_load(path.read_text()) or {}
+        files[str(data.get("name", path.stem))] = {**data, "path": path}
+    return files
+
+
+def superseded(folder: Path | None = None) -> dict[str, dict]:
+    """name -> {"by": the campaign that supersedes it, "why"}, from the campaign files of the folder."""
+    return {old: {"by": name, "why": why} for name, data in campaign_files(folder).items()
+            for old, why in (data.get("supersedes") or {}).items()}
+
+
 def load_campaign(path: str | Path) -> Campaign:
     """The campaign file, validated, and checked against the workload files it names."""
     from benchmark.workload import load_workload

@@ -85,6 +85,20 @@ def test_a_campaign_runs_only_on_its_release(tmp_path, tiny_checkpoint, two_seed
     assert not (REPO_ROOT / ".campaign" / RELEASE[:12]).exists()
 
 
+def test_a_superseded_campaign_is_not_run_again(tmp_path, tiny_checkpoint, two_seed_campaigns, capsys):
+    from benchmark.cli import main
+
+    workload = tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11])
+    old = campaign_file(tmp_path, workload)
+    newer = yaml.safe_load(old.read_text())
+    newer.update(name="trial2", supersedes={"trial": "its runs were made with the wrong kernels"})
+    (tmp_path / "trial2.yaml").write_text(yaml.safe_dump(newer))
+    assert main(["campaign", "run", str(old)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the campaign trial is superseded by trial2 (its runs were made with the wrong kernels)" in err
+    assert "instead; its runs so far stay shipped" in err
+
+
 def test_a_campaign_runs_only_with_its_kernels(tmp_path, tiny_checkpoint, two_seed_campaigns, monkeypatch, capsys):
     """Runs made with other kernels than the campaign's would differ from its runs in the last bits: refused."""
     import benchmark.tracking

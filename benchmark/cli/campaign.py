@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmark.campaign import PHASES, Campaign, CampaignError, load_campaign
+from benchmark.campaign import PHASES, Campaign, CampaignError, load_campaign, superseded
 from benchmark.cli.options import console
 from benchmark.cli.runs import add_jobs_option, jobs_of, run_all, time_estimate, track_tags, wall_seconds_per_unit
 from benchmark.cli.tune import entry_of, picked, trial_specs
@@ -263,6 +263,10 @@ def forecast(campaign: Campaign, jobs: int) -> str:
 
 def cmd_run(args) -> int:
     campaign = load_campaign(args.file)
+    by = superseded(campaign.file().parent).get(campaign.name)
+    if by:
+        raise CampaignError(f"the campaign {campaign.name} is superseded by {by['by']} ({by['why']}): run "
+                            f"{campaign.file().parent / (by['by'] + '.yaml')} instead; its runs so far stay shipped")
     if not on_release(campaign):
         return run_on_release(campaign, args.file, args.jobs)
     require_kernels(campaign)

@@ -432,32 +432,21 @@ def build_results(records: list[RunRecord], targets: dict[str, dict], track: str
     return results
 
 
-def committed_campaigns() -> dict[str, dict]:
-    """The campaign files beside the published board, by name, as written (leaderboard/campaigns/*.yaml)."""
-    import yaml
-
-    from benchmark.campaign import CAMPAIGNS_DIR
-
-    files = {}
-    for path in sorted(CAMPAIGNS_DIR.glob("*.yaml")):
-        data = yaml.safe_load(path.read_text()) or {}
-        files[str(data.get("name", path.stem))] = {**data, "file": str(path.relative_to(REPO_ROOT))}
-    return files
-
-
 def superseded_campaigns() -> dict[str, dict]:
-    """name -> the campaign that supersedes it and why."""
-    return {old: {"by": name, "why": why} for name, data in committed_campaigns().items()
-            for old, why in (data.get("supersedes") or {}).items()}
+    """name -> the committed campaign that supersedes it and why."""
+    from benchmark.campaign import superseded
+
+    return {name: {"by": by["by"], "why": by["why"]} for name, by in superseded().items()}
 
 
 def _unscored(workload: str, run_ids: list[str]) -> dict:
     """A workload with runs and no target: a workload of workloads/ waits for its target (frozen by the campaign
     that names it, if one does); any other (a search's candidate, loaded by path) is measured, never scored. Its runs
     are listed: the page links each one."""
+    from benchmark.campaign import campaign_files
     from benchmark.paths import WORKLOADS_DIR
 
-    by_campaign = [c["file"] for name, c in committed_campaigns().items()
+    by_campaign = [str(c["path"].relative_to(REPO_ROOT)) for name, c in campaign_files().items()
                    if workload in (c.get("workloads") or {}) and name not in superseded_campaigns()]
     if by_campaign:
         return {"runs": len(run_ids), "run_ids": run_ids, "fix": None,

@@ -76,3 +76,23 @@ def test_make_baselines_computes_with_the_kernels_of_the_published_reference_run
     assert re.search(r"^BASELINE_KERNELS \?= (\w+)$", makefile, re.M).group(1) in made_with
     assert len(made_with) == 1
     assert "REPLAYBENCH_KERNELS=$(BASELINE_KERNELS) $(BIN)/replaybench baselines" in makefile
+
+
+def test_baselines_say_which_runs_reproduce_the_published_ones_digit_for_digit(tmp_path):
+    from benchmark.cli.runs import reproduction_rows
+
+    curve = [{"compute": 0.0, "accuracy": 0.2}, {"compute": 10.0, "accuracy": 0.4}, {"compute": 20.0, "accuracy": 0.5}]
+    for run_id, seed in (("published0", 0), ("published1", 1)):
+        folder = tmp_path / "runs" / run_id
+        folder.mkdir(parents=True)
+        (folder / "run.json").write_text(json.dumps({
+            "run_id": run_id, "start_time": 1, "params": {}, "tags": {
+                "replaybench.group": "g", "replaybench.seed": str(seed), "replaybench.status": "finished"}}))
+        (folder / "summary.json").write_text(json.dumps({"eval_curve": curve}))
+    drifted = [*curve[:2], {"compute": 20.0, "accuracy": 0.504}]
+    rows = reproduction_rows([{"strategy": "on_policy", "group": "g", "seed": 0, "eval_curve": curve},
+                              {"strategy": "on_policy", "group": "g", "seed": 1, "eval_curve": drifted},
+                              {"strategy": "on_policy", "group": "g", "seed": 2, "eval_curve": curve}], tmp_path)
+    assert [r["same"] for r in rows] == [True, False, None]
+    assert rows[1]["first_difference"] == 2 and rows[1]["published_run_id"] == "published1"
+    assert rows[1]["published"] == "native kernels, CPU not recorded"  # a run from before the record

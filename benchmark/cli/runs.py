@@ -274,10 +274,59 @@ def cmd_baselines(args) -> int:
             runs.append((spec, f"{name} ({workload.pipeline.workers},{workload.pipeline.trainers}) seed {seed}"))
     outcomes = run_all(runs, jobs)
     print_workload_ranking(workload.name)
+    print_reproduction([o for o in outcomes if isinstance(o, dict)])
     failures = [(label, outcome) for (_, label), outcome in zip(runs, outcomes) if isinstance(outcome, StrategyError)]
     for label, verdict in failures:
         console.print(f"[red]failed[/] {label}: {verdict}")
     return 1 if failures else 0
+
+
+def reproduction_rows(summaries: list[dict], board_dir: Path) -> list[dict]:
+    """Each run beside the published run of its configuration and seed: whether their evaluation curves are the
+    same digit for digit, and if not from which evaluation on; with the kernels and CPU each was made with."""
+    from benchmark import kernels
+    from benchmark.leaderboard.published import shipped_run
+
+    here = kernels.in_force()
+    rows = []
+    for s in summaries:
+        shipped = shipped_run(s["group"], s["seed"], board_dir)
+        row = {"run": f"{s['strategy']} seed {s['seed']}", "mine": f"{here['kernels']} kernels, {here['cpu']}"}
+        if shipped is None:
+            rows.append({**row, "same": None, "published": "no published run of this configuration and seed"})
+            continue
+        ours = [(p["compute"], p["accuracy"]) for p in s["eval_curve"]]
+        theirs = [(p["compute"], p["accuracy"]) for p in shipped["summary"]["eval_curve"]]
+        first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), None)
+        if first is None and len(ours) != len(theirs):
+            first = min(len(ours), len(theirs))
+        rows.append({**row, "same": first is None, "first_difference": first, "evaluations": len(theirs),
+                     "published_run_id": shipped["run_id"],
+                     "published": f"{shipped['params'].get('kernels', 'native')} kernels, "
+                                  f"{shipped['tags'].get(TAG + 'cpu', 'CPU not recorded')}"})
+    return rows
+
+
+def print_reproduction(summaries: list[dict]) -> None:
+    """Whether this machine's runs reproduce the published ones of the same configuration and seed."""
+    from benchmark.paths import LEADERBOARD_DIR
+
+    rows = reproduction_rows(summaries, LEADERBOARD_DIR)
+    compared = [r for r in rows if r["same"] is not None]
+    if not compared:
+        return
+    same = sum(r["same"] for r in compared)
+    console.print(f"against the published runs of the same configuration and seed: {same} of {len(compared)} "
+                  "identical digit for digit")
+    for r in compared:
+        if not r["same"]:
+            console.print(f"  {r['run']}: differs from evaluation {r['first_difference'] + 1} of {r['evaluations']} "
+                          f"on (here: {r['mine']}; published run {r['published_run_id']}: {r['published']})",
+                          soft_wrap=True)
+    if same < len(compared):
+        console.print("  Runs made with other CPU kernels, or on another kind of CPU with the native ones, drift "
+                      "apart: such a run is a valid draw of its seed, not a copy (docs/running.md, "
+                      "\"Reproducibility\").", soft_wrap=True)
 
 
 def print_workload_ranking(workload_name: str) -> None:

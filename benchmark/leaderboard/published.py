@@ -60,6 +60,24 @@ def referenced_run_ids(results: dict) -> list[str]:
     return sorted(ids)
 
 
+def shipped_run(group: str, seed: int, board_dir: Path) -> dict | None:
+    """The published finished run of one configuration (its replaybench.group) and seed: its run.json with its
+    summary.json under "summary"; a run the board scores is preferred to one it only ships. None: none shipped."""
+    scored = set()
+    if (board_dir / "results.json").is_file():
+        results = json.loads((board_dir / "results.json").read_text())
+        scored = {r for e in results["entries"] for w in e["workloads"].values() for r in w["run_ids"]}
+    found = []
+    for path in sorted((board_dir / RUNS_FOLDER).glob("*/run.json")):
+        run = json.loads(path.read_text())
+        tags = run["tags"]
+        if (tags.get(f"{TAG}group"), str(tags.get(f"{TAG}seed")), tags.get(f"{TAG}status")) == (
+                group, str(seed), "finished") and (path.parent / "summary.json").is_file():
+            found.append({**run, "summary": json.loads((path.parent / "summary.json").read_text())})
+    found.sort(key=lambda run: (run["run_id"] not in scored, -run["start_time"]))
+    return found[0] if found else None
+
+
 def write_run(folder: Path, record: dict, artifacts: dict[str, Path]) -> None:
     """folder/<run id>/ for one run, from its record (run.json's fields but the two this adds) and its shipped
     artifacts (name -> file): a strategy file or submission.yaml goes to by-sha256/ (once), config.json is left

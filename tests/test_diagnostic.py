@@ -193,10 +193,14 @@ def test_a_search_candidates_runs_are_measured_never_scored_and_the_page_links_e
         return RunRecord(run_id, workload, "on_policy", "g", 100, "finished", "FINISHED", "buffer", "search", 0, None)
 
     results = build_results([record("r2", "arith-search-x"), record("r1", "arith-search-x"),
-                             record("r3", "arith-small-steps")], {}, resamples=200)
+                             record("r3", "arith-small-steps"), record("r4", "qwen3-0.6b-openr1")], {},
+                            resamples=200)
     unscored = results["unscored_workloads"]
     assert unscored["arith-search-x"] == {"runs": 2, "run_ids": ["r1", "r2"], "fix": None,
                                           "why": "measured, never scored (leaderboard/measurements/)"}
-    assert unscored["arith-small-steps"]["fix"] == "replaybench leaderboard freeze-target --workload arith-small-steps"
+    # a workload of workloads/ waits for its target: a campaign's freezes it, any other's is frozen by hand
+    small_steps = unscored["arith-small-steps"]
+    assert small_steps["fix"] is None and "leaderboard/campaigns/v3.1.yaml" in small_steps["why"]
+    assert unscored["qwen3-0.6b-openr1"]["fix"] == "replaybench leaderboard freeze-target --workload qwen3-0.6b-openr1"
     html = render_html({**results, "runs_folder": "runs"})
-    assert all(f'href="runs/{r}/"' in html for r in ("r1", "r2", "r3"))
+    assert all(f'href="runs/{r}/"' in html for r in ("r1", "r2", "r3", "r4"))

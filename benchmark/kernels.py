@@ -5,7 +5,10 @@ products, picks its code by the processor's vendor and model. Each choice rounds
 two kinds of CPU agrees for a few hundred updates, then drifts apart. Pinned ("portable", the default): ATen's AVX2
 kernels and MKL's COMPATIBLE branch, the one MKL documents as giving the same results on Intel and other processors.
 The price is speed: about 1.6x the native kernels' time (benchmarks/full_run.py --native-kernels).
-REPLAYBENCH_KERNELS=native opts out; every run records which kernels it used and on which CPU.
+REPLAYBENCH_KERNELS=native opts out; every run records which kernels it used and on which CPU. One more CPU-dependent
+path is MKL's vectorised square root (torch.sqrt), which even the COMPATIBLE branch computes to other bits on another
+CPU: the trainer's AdamW is the fused one, whose square root is exact (benchmark.rl.grpo.make_optimizer).
+benchmarks/kernels_portability.py checks all of it on emulated Intel and AMD CPUs.
 
 Both libraries read their setting once, when first used, so `pin` must run before torch computes anything:
 `import benchmark` calls it, and processes started from here inherit it.

@@ -352,6 +352,15 @@ def merge_step_stats(parts: list[dict], completion_tokens: list[int], loss_weigh
     return out
 
 
+def make_optimizer(model, lr: float, betas, weight_decay: float) -> torch.optim.AdamW:
+    """The trainer's AdamW. On CPU the fused one: its square root is the processor's exact one, where the other
+    implementations take MKL's vectorised square root, whose last bits differ from one kind of CPU to another
+    (benchmarks/kernels_portability.py). Sharded (FSDP) parameters keep the default implementation."""
+    params = list(model.parameters())
+    fused = not is_sharded(model) and all(p.device.type == "cpu" for p in params)
+    return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=fused)
+
+
 class GRPOTrainer:
     """The T data-parallel trainers, acting as one: one optimiser step per batch.
 
@@ -374,7 +383,7 @@ class GRPOTrainer:
         # FSDP gathers and frees each layer's weights around its forward, once per backward as well.
         self.share_prompts = (share_prompts and not gradient_checkpointing and not hasattr(model, "module")
                               and not is_sharded(model))
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
+        self.optimizer = make_optimizer(model, lr, betas, weight_decay)
         self._samples: dict | None = None  # batch position -> (loss, clip fraction, log-probs) during a step
         self.per_sample: dict | None = None  # the last step's, when asked for
 

@@ -30,11 +30,11 @@ baselines: setup
 	REPLAYBENCH_KERNELS=$(BASELINE_KERNELS) $(BIN)/replaybench baselines $(if $(JOBS),--jobs $(JOBS))
 	$(BIN)/replaybench leaderboard build
 
-# The v3 board's campaign (leaderboard/campaigns/v3.1.yaml, committed before any of its runs): every phase on its engine
+# The v3 board's campaign (leaderboard/campaigns/v3.2.yaml, committed before any of its runs): every phase on its engine
 # release, from a clean checkout of it (.campaign/), resumable: stop it at any time and run it again. It says up front
 # how many runs are left of the 826 and how long they take on this machine (a run is minutes on one core), then
 # ships every run it started into leaderboard/runs/.
-CAMPAIGN ?= leaderboard/campaigns/v3.1.yaml
+CAMPAIGN ?= leaderboard/campaigns/v3.2.yaml
 board: setup
 	$(BIN)/replaybench campaign run $(CAMPAIGN) $(if $(JOBS),--jobs $(JOBS))
 	$(BIN)/replaybench campaign ship $(CAMPAIGN)

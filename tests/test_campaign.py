@@ -247,18 +247,19 @@ def test_a_campaign_board_before_any_target_is_one_clear_message(tmp_path, tiny_
 
 
 def test_a_superseded_campaigns_runs_are_marked_and_its_workloads_wait_for_the_campaign_in_force():
-    """v3.1 supersedes v3: the board lists v3's runs as superseded; a workload only a campaign scores is not
+    """v3.2 supersedes v3 and v3.1: the board lists their runs as superseded; a workload only a campaign scores is not
     advised a freeze-target of its own."""
     from benchmark.leaderboard.build import _unscored, superseded_campaigns
     from benchmark.leaderboard.render import campaign_phase_label
 
     superseded = superseded_campaigns()
-    assert superseded["v3"]["by"] == "v3.1" and "native CPU kernels" in superseded["v3"]["why"]
+    assert superseded["v3"]["by"] == "v3.2" and "native CPU kernels" in superseded["v3"]["why"]
+    assert superseded["v3.1"]["by"] == "v3.2" and "square root" in superseded["v3.1"]["why"]
     results = {"superseded_campaigns": superseded}
-    assert campaign_phase_label(results, "v3/tuning-reference") == "v3/tuning-reference (superseded by v3.1)"
-    assert campaign_phase_label(results, "v3.1/scored") == "v3.1/scored"
+    assert campaign_phase_label(results, "v3.1/tuning-reference") == "v3.1/tuning-reference (superseded by v3.2)"
+    assert campaign_phase_label(results, "v3.2/scored") == "v3.2/scored"
     waiting = _unscored("arith-small-steps", ["a"])
-    assert waiting["fix"] is None and "leaderboard/campaigns/v3.1.yaml" in waiting["why"]
+    assert waiting["fix"] is None and "leaderboard/campaigns/v3.2.yaml" in waiting["why"]
 
 
 def test_a_campaigns_overrides_make_a_new_version_of_a_published_workload(tmp_path, tiny_checkpoint,

@@ -200,7 +200,7 @@ def test_a_search_candidates_runs_are_measured_never_scored_and_the_page_links_e
                                           "why": "measured, never scored (leaderboard/measurements/)"}
     # a workload of workloads/ waits for its target: a campaign's freezes it, any other's is frozen by hand
     small_steps = unscored["arith-small-steps"]
-    assert small_steps["fix"] is None and "leaderboard/campaigns/v3.1.yaml" in small_steps["why"]
+    assert small_steps["fix"] is None and "leaderboard/campaigns/v3.2.yaml" in small_steps["why"]
     assert unscored["qwen3-0.6b-openr1"]["fix"] == "replaybench leaderboard freeze-target --workload qwen3-0.6b-openr1"
     html = render_html({**results, "runs_folder": "runs"})
     assert all(f'href="runs/{r}/"' in html for r in ("r1", "r2", "r3", "r4"))

@@ -290,6 +290,8 @@ def reproduction_rows(summaries: list[dict], board_dir: Path) -> list[dict]:
     here = kernels.in_force()
     rows = []
     for s in summaries:
+        if not {"group", "seed", "eval_curve"} <= s.keys():  # an executor's summary without them: nothing to match
+            continue
         shipped = shipped_run(s["group"], s["seed"], board_dir)
         row = {"run": f"{s['strategy']} seed {s['seed']}", "mine": f"{here['kernels']} kernels, {here['cpu']}"}
         if shipped is None:

@@ -82,17 +82,33 @@ def test_baselines_say_which_runs_reproduce_the_published_ones_digit_for_digit(t
     from benchmark.cli.runs import reproduction_rows
 
     curve = [{"compute": 0.0, "accuracy": 0.2}, {"compute": 10.0, "accuracy": 0.4}, {"compute": 20.0, "accuracy": 0.5}]
+    config = {"strategy": {"name": "on_policy", "sha256": "abc", "params": {}},
+              "workload": {"name": "w", "version": "2", "pipeline": {"workers": 6, "trainers": 2},
+                           "strategy_defaults": {"buffer_size": 90}}}
+    params = {"strategy.sha256": "abc", "workload.name": "w", "workload.version": "2", "workload.pipeline.workers": "6",
+              "workload.pipeline.trainers": "2", "strategy.params.buffer_size": "90"}  # as MLflow holds them
     for run_id, seed in (("published0", 0), ("published1", 1)):
         folder = tmp_path / "runs" / run_id
         folder.mkdir(parents=True)
         (folder / "run.json").write_text(json.dumps({
-            "run_id": run_id, "start_time": 1, "params": {}, "tags": {
-                "replaybench.group": "g", "replaybench.seed": str(seed), "replaybench.status": "finished"}}))
+            "run_id": run_id, "start_time": 1, "params": params,
+            "tags": {"replaybench.seed": str(seed), "replaybench.status": "finished"}}))
         (folder / "summary.json").write_text(json.dumps({"eval_curve": curve}))
     drifted = [*curve[:2], {"compute": 20.0, "accuracy": 0.504}]
-    rows = reproduction_rows([{"strategy": "on_policy", "group": "g", "seed": 0, "eval_curve": curve},
-                              {"strategy": "on_policy", "group": "g", "seed": 1, "eval_curve": drifted},
-                              {"strategy": "on_policy", "group": "g", "seed": 2, "eval_curve": curve}], tmp_path)
+    rows = reproduction_rows([{"strategy": "on_policy", "config": config, "seed": 0, "eval_curve": curve},
+                              {"strategy": "on_policy", "config": config, "seed": 1, "eval_curve": drifted},
+                              {"strategy": "on_policy", "config": config, "seed": 2, "eval_curve": curve}], tmp_path)
     assert [r["same"] for r in rows] == [True, False, None]
     assert rows[1]["first_difference"] == 2 and rows[1]["published_run_id"] == "published1"
     assert rows[1]["published"] == "native kernels, CPU not recorded"  # a run from before the record
+
+
+def test_the_trainer_takes_the_fused_adamw_with_the_portable_kernels_only(monkeypatch):
+    import torch
+
+    from benchmark.rl.grpo import make_optimizer
+
+    model = torch.nn.Linear(4, 4)
+    assert not make_optimizer(model, 1e-3, (0.9, 0.99), 0.0).defaults["fused"]  # native: as runs before the pin
+    monkeypatch.setattr(kernels, "in_force", lambda: {"kernels": "portable"})
+    assert make_optimizer(model, 1e-3, (0.9, 0.99), 0.0).defaults["fused"]

@@ -60,9 +60,24 @@ def referenced_run_ids(results: dict) -> list[str]:
     return sorted(ids)
 
 
-def shipped_run(group: str, seed: int, board_dir: Path) -> dict | None:
-    """The published finished run of one configuration (its replaybench.group) and seed: its run.json with its
-    summary.json under "summary"; a run the board scores is preferred to one it only ships. None: none shipped."""
+def run_key(config: dict, seed) -> tuple:
+    """What makes two runs the same run of an entry: its strategy file, workload version, split, buffer size and
+    seed (a run's resolved config, flattened as MLflow params hold it or nested as summary.json does)."""
+    flat = config if "strategy.sha256" in config else {
+        "strategy.sha256": config["strategy"].get("sha256"), "workload.name": config["workload"]["name"],
+        "workload.version": config["workload"]["version"],
+        "workload.pipeline.workers": config["workload"]["pipeline"]["workers"],
+        "workload.pipeline.trainers": config["workload"]["pipeline"]["trainers"],
+        "strategy.params.buffer_size": config["strategy"].get("params", {}).get(
+            "buffer_size", config["workload"].get("strategy_defaults", {}).get("buffer_size"))}
+    return tuple(str(flat.get(k)) for k in ("strategy.sha256", "workload.name", "workload.version",
+                                             "workload.pipeline.workers", "workload.pipeline.trainers",
+                                             "strategy.params.buffer_size")) + (str(seed),)
+
+
+def shipped_run(key: tuple, board_dir: Path) -> dict | None:
+    """The published finished run with this run_key: its run.json with its summary.json under "summary"; a run the
+    board scores is preferred to one it only ships. None: none shipped."""
     scored = set()
     if (board_dir / "results.json").is_file():
         results = json.loads((board_dir / "results.json").read_text())
@@ -70,9 +85,8 @@ def shipped_run(group: str, seed: int, board_dir: Path) -> dict | None:
     found = []
     for path in sorted((board_dir / RUNS_FOLDER).glob("*/run.json")):
         run = json.loads(path.read_text())
-        tags = run["tags"]
-        if (tags.get(f"{TAG}group"), str(tags.get(f"{TAG}seed")), tags.get(f"{TAG}status")) == (
-                group, str(seed), "finished") and (path.parent / "summary.json").is_file():
+        if (run["tags"].get(f"{TAG}status") == "finished" and (path.parent / "summary.json").is_file()
+                and run_key(run["params"], run["tags"].get(f"{TAG}seed")) == key):
             found.append({**run, "summary": json.loads((path.parent / "summary.json").read_text())})
     found.sort(key=lambda run: (run["run_id"] not in scored, -run["start_time"]))
     return found[0] if found else None

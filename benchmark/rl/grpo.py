@@ -353,11 +353,15 @@ def merge_step_stats(parts: list[dict], completion_tokens: list[int], loss_weigh
 
 
 def make_optimizer(model, lr: float, betas, weight_decay: float) -> torch.optim.AdamW:
-    """The trainer's AdamW. On CPU the fused one: its square root is the processor's exact one, where the other
-    implementations take MKL's vectorised square root, whose last bits differ from one kind of CPU to another
-    (benchmarks/kernels_portability.py). Sharded (FSDP) parameters keep the default implementation."""
+    """The trainer's AdamW. With the portable CPU kernels the fused one: its square root is the processor's exact
+    one, where the other implementations take MKL's vectorised square root, whose last bits differ from one kind of
+    CPU to another (benchmarks/kernels_portability.py). The native kernels keep the default implementation, as runs
+    made before the pin computed; so do sharded (FSDP) parameters and other devices."""
+    from benchmark import kernels
+
     params = list(model.parameters())
-    fused = not is_sharded(model) and all(p.device.type == "cpu" for p in params)
+    fused = (not is_sharded(model) and all(p.device.type == "cpu" for p in params)
+             and kernels.in_force()["kernels"] == "portable")
     return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=fused)
 
 

@@ -347,7 +347,7 @@ def doc_commands() -> list[tuple[str, str]]:
 # What a synopsis's placeholders stand for when it is parsed (`--workload W`, `<your_entry>`, `FILE.jsonl`).
 METAVARIABLES = {"W": "arith-tiny", "T": "buffer", "N": "2", "NAME": "example_entry", "FILE.jsonl": "x.jsonl",
                  "D": "leaderboard", "DIR": "leaderboard", "UNITS": "100000", "HEX": "00ff", "P": "8",
-                 "PATH_OR_HUB_ID": "tasks/arith_tiny/checkpoint", "FILE": "leaderboard/campaigns/v3.yaml"}
+                 "PATH_OR_HUB_ID": "tasks/arith_tiny/checkpoint", "FILE": "leaderboard/campaigns/v3.2.yaml"}
 
 
 def placeholders(command: str) -> list[str]:
@@ -441,6 +441,8 @@ DOC_COMMANDS_LEFT_OUT = (
      "warmstart also rewrites the start checkpoint; tests/test_diagnostic.py, test_tuning.py and test_campaign.py "
      "run the others on tiny workloads)"),
     (r"replaybench campaign status .*", "names a campaign file: tests/test_campaign.py runs it on its own"),
+    (r"replaybench leaderboard build --campaign .*", "a campaign's board needs the targets its campaign freezes: "
+     "tests/test_campaign.py builds one from a tiny campaign"),
     (r"replaybench eval --model Qwen/.*", "needs the model hub"),
     (r"replaybench measure-mu .*--engine vllm.*", "needs a GPU, and --write rewrites the workload file"),
     (r"replaybench leaderboard --workload qwen2.5-7b-openr1", "needs the GPU runs of the loop before it"),

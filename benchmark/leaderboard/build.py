@@ -446,8 +446,9 @@ def _unscored(workload: str, run_ids: list[str]) -> dict:
     from benchmark.campaign import campaign_files
     from benchmark.paths import WORKLOADS_DIR
 
+    superseded = superseded_campaigns()
     by_campaign = [str(c["path"].relative_to(REPO_ROOT)) for name, c in campaign_files().items()
-                   if workload in (c.get("workloads") or {}) and name not in superseded_campaigns()]
+                   if workload in (c.get("workloads") or {}) and name not in superseded]
     if by_campaign:
         return {"runs": len(run_ids), "run_ids": run_ids, "fix": None,
                 "why": f"its target is frozen by the campaign that runs it ({', '.join(by_campaign)}), whose board "

@@ -48,13 +48,15 @@ def confirmation_verdicts(results: dict, runs: list, seeds: dict[str, list[int]]
                 by_group.setdefault(r.group, []).append(r)
         arm = by_group.get(reference["workloads"][w]["group"], [])
         ctt = functools.partial(arm_ctt, seeds=seeds[w], target=facts["target_accuracy"], budget=facts["budget"])
+        reference_ctt = ctt(arm)
         for entry in results["entries"]:
             confirmed = by_group.get(entry["workloads"][w]["group"]) if entry is not reference else None
             claim = confirmed and comparisons.oriented(results["claims"], entry["label"], reference["label"], w)
             if not claim:
                 continue
-            compared = comparisons.compare(ctt(arm), ctt(confirmed))
-            reached = scoring_v3.reaches(ctt(confirmed))
+            confirmed_ctt = ctt(confirmed)
+            compared = comparisons.compare(reference_ctt, confirmed_ctt)
+            reached = scoring_v3.reaches(confirmed_ctt)
             rows.append({
                 "workload": w, "entry": entry["label"], "reference": reference["label"],
                 "scored": {k: claim[k] for k in ("speedup", "ci95", "poi", "adjusted_p_value", "verdict")},

@@ -35,13 +35,14 @@ def variant_claims(results: dict, variant_runs: list, scored_runs: list) -> list
             continue
         at = {"seeds": facts["scored_seeds"], "target": facts["target_accuracy"], "budget": facts["budget"]}
         reference_runs = [r for r in scored_runs if r.workload == w and r.group == reference["workloads"][w]["group"]]
+        reference_ctt = arm_ctt(reference_runs, **at)
         groups: dict[str, list] = {}
         for r in variant_runs:
             if r.workload == w:
                 groups.setdefault(r.group, []).append(r)
         for group, runs in sorted(groups.items(), key=lambda kv: label(kv[1][0].summary)):
             ctt = arm_ctt(runs, **at)
-            compared = comparisons.compare(arm_ctt(reference_runs, **at), ctt)
+            compared = comparisons.compare(reference_ctt, ctt)
             ratios = [r.summary["replay_ratio"] for r in runs if r.summary.get("replay_ratio") is not None]
             rows.append({
                 "workload": w, "variant": label({**runs[0].summary, "name": runs[0].name}), "group": group,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 
 from rich.markup import escape
 
 from benchmark import tracking
-from benchmark.cli import campaign, diagnose, doctor, leaderboard, plan, runs, sweep, tools, tune
+from benchmark.cli import campaign, diagnose, doctor, leaderboard, parallel, plan, runs, sweep, tools, tune
 from benchmark.cli import eval as evaluation  # not the builtin
 from benchmark.cli.options import console, quiet_libraries
 from benchmark.errors import UserError
@@ -77,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command: its exit status; a user error is one message on stderr and exit status 2."""
     args = build_parser().parse_args(argv)
     quiet_libraries()
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, parallel.interrupt) if in_main_thread else None
     try:
         problem = args.func is not doctor.cmd_doctor and tracking.store_problem()
         if problem:  # before the work, whose results the store would then refuse
@@ -88,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.print("interrupted; continue with the same command and --resume")
         return 130
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,11 @@ def last_accuracy(executor) -> float:
     return executor.eval_history[-1]["accuracy"] if executor.eval_history else math.nan
 
 
+def interrupt(signum, frame) -> None:
+    """SIGTERM handled as Ctrl-C: a run it stops is recorded as interrupted and stays resumable, not left running."""
+    raise KeyboardInterrupt
+
+
 # ---- in each worker ---------------------------------------------------------------------------------
 _updates = None  # the parent's queue of (run index, compute used, trainer step, accuracy)
 _stop = None  # set by the parent (Ctrl-C, or another run's error): runs stop at their next progress report
@@ -80,6 +85,7 @@ def _start_worker(updates, stop) -> None:
     global _updates, _stop
     _updates, _stop = updates, stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle, through `stop`
+    signal.signal(signal.SIGTERM, interrupt)  # a kill of the whole group: the run records that it stopped
     # a worker's exit must not wait for the parent to read its last progress reports
     updates.cancel_join_thread()
     quiet_libraries()
@@ -87,6 +93,9 @@ def _start_worker(updates, stop) -> None:
 
 def _run_in_worker(index: int, spec: RunSpec) -> dict:
     from benchmark.runner import run
+    if _stop.is_set():  # queued before the stop and handed out after it: never started, so nothing to record
+        raise KeyboardInterrupt
+
     def progress(executor):
         if _stop.is_set():
             raise KeyboardInterrupt  # as an interrupt in process would: the run stays resumable, not failed

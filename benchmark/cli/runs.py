@@ -285,14 +285,15 @@ def reproduction_rows(summaries: list[dict], board_dir: Path) -> list[dict]:
     """Each run beside the published run of its configuration and seed: whether their evaluation curves are the
     same digit for digit, and if not from which evaluation on; with the kernels and CPU each was made with."""
     from benchmark import kernels
-    from benchmark.leaderboard.published import run_key, shipped_run
+    from benchmark.leaderboard.published import run_key, shipped_runs
 
     here = kernels.in_force()
+    published = shipped_runs(board_dir)
     rows = []
     for s in summaries:
         if not {"config", "seed", "eval_curve"} <= s.keys():  # a summary without them: nothing to match
             continue
-        shipped = shipped_run(run_key(s["config"], s["seed"]), board_dir)
+        shipped = published.get(run_key(s["config"], s["seed"]))
         row = {"run": f"{s['strategy']} seed {s['seed']}", "mine": f"{here['kernels']} kernels, {here['cpu']}"}
         if shipped is None:
             rows.append({**row, "same": None, "published": "no published run of this configuration and seed"})

@@ -447,7 +447,7 @@ def _unscored(workload: str, run_ids: list[str]) -> dict:
     from benchmark.paths import WORKLOADS_DIR
 
     superseded = superseded_campaigns()
-    by_campaign = [str(c["path"].relative_to(REPO_ROOT)) for name, c in campaign_files().items()
+    by_campaign = [campaign_file(None, c["path"]) for name, c in campaign_files().items()
                    if workload in (c.get("workloads") or {}) and name not in superseded]
     if by_campaign:
         return {"runs": len(run_ids), "run_ids": run_ids, "fix": None,
@@ -510,7 +510,7 @@ def score_from_campaign(campaign, track: str | None = None, rules: int | None = 
 
 
 def campaign_file(campaign, path: Path | None = None) -> str:
-    """A campaign's file (or a path beside it) as the board names it: relative to the repository."""
+    """A campaign's file (or a path beside it) as the board names it: relative to the repository, when inside it."""
     path = Path(path or campaign.file()).resolve()
     try:
         return str(path.relative_to(REPO_ROOT))

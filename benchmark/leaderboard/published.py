@@ -75,21 +75,21 @@ def run_key(config: dict, seed) -> tuple:
                                              "strategy.params.buffer_size")) + (str(seed),)
 
 
-def shipped_run(key: tuple, board_dir: Path) -> dict | None:
-    """The published finished run with this run_key: its run.json with its summary.json under "summary"; a run the
-    board scores is preferred to one it only ships. None: none shipped."""
+def shipped_runs(board_dir: Path) -> dict[tuple, dict]:
+    """The published finished runs by run_key: each one's run.json with its summary.json under "summary"; of several
+    with one key, a run the board scores is preferred to one it only ships, then the latest."""
     scored = set()
     if (board_dir / "results.json").is_file():
         results = json.loads((board_dir / "results.json").read_text())
         scored = {r for e in results["entries"] for w in e["workloads"].values() for r in w["run_ids"]}
-    found = []
+    by_key: dict[tuple, list[tuple[dict, Path]]] = {}
     for path in sorted((board_dir / RUNS_FOLDER).glob("*/run.json")):
-        run = json.loads(path.read_text())
-        if (run["tags"].get(f"{TAG}status") == "finished" and (path.parent / "summary.json").is_file()
-                and run_key(run["params"], run["tags"].get(f"{TAG}seed")) == key):
-            found.append({**run, "summary": json.loads((path.parent / "summary.json").read_text())})
-    found.sort(key=lambda run: (run["run_id"] not in scored, -run["start_time"]))
-    return found[0] if found else None
+        run, summary = json.loads(path.read_text()), path.parent / "summary.json"
+        if run["tags"].get(f"{TAG}status") == "finished" and summary.is_file():
+            by_key.setdefault(run_key(run["params"], run["tags"].get(f"{TAG}seed")), []).append((run, summary))
+    chosen = {key: min(runs, key=lambda pair: (pair[0]["run_id"] not in scored, -pair[0]["start_time"]))
+              for key, runs in by_key.items()}
+    return {key: {**run, "summary": json.loads(summary.read_text())} for key, (run, summary) in chosen.items()}
 
 
 def write_run(folder: Path, record: dict, artifacts: dict[str, Path]) -> None:

@@ -144,3 +144,23 @@ def test_a_newcomers_journey_from_a_copied_entry_to_the_local_board(tiny_checkpo
     page = (isolated_runs / "leaderboard" / "index.html").read_text()
     assert "kestrel (preview, seed 0, not ranked)" in page and "reference of the published board" in page
     assert {p.name: p.read_bytes() for p in (REPO / "leaderboard").iterdir() if p.is_file()} == published
+
+
+def test_the_time_estimate_comes_from_runs_made_with_the_same_cpu_kernels(monkeypatch):
+    """Portable kernels take about twice the native ones' time: a portable campaign must not be timed by native runs."""
+    from types import SimpleNamespace
+
+    import benchmark.tracking
+    from benchmark.cli.runs import wall_seconds_per_unit
+
+    def made(seconds, kernels):
+        params = {"workload.budget": "100", **({"kernels": kernels} if kernels else {})}
+        return SimpleNamespace(data=SimpleNamespace(metrics={"wall/total_seconds": seconds}, params=params,
+                                                    tags={"replaybench.strategy": "on_policy"}))
+
+    runs = [made(100, None), made(110, "native"), made(200, "portable")]  # no record: made before it, native
+    monkeypatch.setattr(benchmark.tracking, "find_runs", lambda name, query: runs)
+    assert wall_seconds_per_unit(["w"], "portable")[("w", None)] == [2.0]
+    assert wall_seconds_per_unit(["w"], "native")[("w", "on_policy")] == [1.0, 1.1]
+    runs[:] = runs[:2]  # none made with the portable kernels: every run rather than no estimate
+    assert wall_seconds_per_unit(["w"], "portable")[("w", None)] == [1.0, 1.1]

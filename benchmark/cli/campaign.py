@@ -238,14 +238,15 @@ def planned(campaign: Campaign, phase: str, workload: str) -> int:
 
 def forecast(campaign: Campaign, jobs: int) -> str:
     """The whole campaign up front: its runs, those done, and the time left at `jobs` runs at a time, from the
-    median wall time of the workload's finished runs in this store (a run of any entry)."""
+    median wall time of the workload's finished runs in this store (a run of any entry) made with the campaign's CPU
+    kernels where there are some."""
     import statistics
 
     total = made = 0
     seconds = 0.0
     unknown = []
     settings = {w: reference_workload(campaign, w) for w in campaign.workloads}
-    rates = wall_seconds_per_unit([w.name for w in settings.values()])
+    rates = wall_seconds_per_unit([w.name for w in settings.values()], campaign.kernels)
     for workload, w in settings.items():
         w_total = sum(planned(campaign, phase, workload) for phase in PHASES)
         w_made = len({(r.group, r.seed, r.campaign) for r in made_by(campaign, workload)})

@@ -140,27 +140,36 @@ def run_with_progress(spec: RunSpec, resume: bool = False, summary_json=None, ex
         return run(spec, resume=resume, summary_json=summary_json, progress=progress, executor_options=executor_options)
 
 
-def wall_seconds_per_unit(workloads) -> dict[tuple[str, str | None], list[float]]:
+def wall_seconds_per_unit(workloads, kernels: str) -> dict[tuple[str, str | None], list[float]]:
     """(workload, strategy) and (workload, None) -> the wall seconds per compute unit of each finished run in this
-    store."""
+    store made with these CPU kernels (benchmark/kernels.py: the portable ones take about twice the native ones'
+    time); of the runs made with other kernels where the workload has none with these."""
     from benchmark.tracking import find_runs
 
     rates: dict[tuple[str, str | None], list[float]] = {}
     for name in workloads:
+        same_kernels: dict[tuple[str, str | None], list[float]] = {}
+        every: dict[tuple[str, str | None], list[float]] = {}
         for r in find_runs(name, f"tags.`{TAG}status` = 'finished'"):
             seconds, budget = r.data.metrics.get("wall/total_seconds"), r.data.params.get("workload.budget")
             if seconds and budget and float(budget) > 0:
                 for key in ((name, r.data.tags.get(f"{TAG}strategy")), (name, None)):
-                    rates.setdefault(key, []).append(seconds / float(budget))
+                    every.setdefault(key, []).append(seconds / float(budget))
+                    if r.data.params.get("kernels", "native") == kernels:
+                        same_kernels.setdefault(key, []).append(seconds / float(budget))
+        rates |= same_kernels or every
     return rates
 
 
 def time_estimate(runs: list[tuple[RunSpec, str]], jobs: int) -> str:
     """"8 runs, 2 at a time: about 25 minutes (...)", from the wall time per compute unit of the finished runs of
-    the same workload (and strategy, where there are some) in this store; no guess where there are none."""
+    the same workload (and strategy, where there are some) in this store, made with this process's CPU kernels
+    where there are some; no guess where there are none."""
     import statistics
 
-    rates = wall_seconds_per_unit({spec.workload.name for spec, _ in runs})
+    from benchmark import kernels
+
+    rates = wall_seconds_per_unit({spec.workload.name for spec, _ in runs}, kernels.in_force()["kernels"])
     at_once = min(jobs, len(runs))
     head = f"{len(runs)} run{'s' if len(runs) > 1 else ''}, {at_once} at a time"
     per_run = []

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print("interrupted; continue with the same command and --resume")
         return 130
     finally:
-        if in_main_thread:
+        if previous is not None:  # None also where the previous handler was not installed from Python
             signal.signal(signal.SIGTERM, previous)
 
 

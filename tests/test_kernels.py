@@ -75,7 +75,9 @@ def test_make_baselines_computes_with_the_kernels_of_the_published_reference_run
     makefile = (REPO_ROOT / "Makefile").read_text()
     assert re.search(r"^BASELINE_KERNELS \?= (\w+)$", makefile, re.M).group(1) in made_with
     assert len(made_with) == 1
-    assert "REPLAYBENCH_KERNELS=$(BASELINE_KERNELS) $(BIN)/replaybench baselines" in makefile
+    assert "REPLAYBENCH_KERNELS=$(BASELINE_KERNELS) $(BIN)/replaybench baselines --strategies $(BASELINES)" in makefile
+    # the row it makes again: the reference's, over the board's scored seeds (the command's default seeds)
+    assert reference["name"] in re.search(r"^BASELINES \?= (.+)$", makefile, re.M).group(1).split()
 
 
 def test_baselines_say_which_runs_reproduce_the_published_ones_digit_for_digit(tmp_path):

@@ -293,3 +293,23 @@ def test_a_published_campaign_board_scores_only_runs_its_release_made_with_its_k
                 assert run["params"]["code_version"] == c["release"], run_id  # never +dirty, never another engine
                 assert run["params"].get("kernels", "native") == c["kernels"], run_id
                 assert run["tags"]["replaybench.campaign"] == f"{c['name']}/scored", run_id
+
+
+def test_a_campaign_run_loaded_by_import_runs_is_listed_and_shipped_by_its_published_id(monkeypatch):
+    """A campaign resumed on another machine starts from the shipped runs (`import-runs`): shipping again must not
+    copy them under the new ids that store gave them."""
+    from types import SimpleNamespace
+
+    import benchmark.cli.campaign
+    import benchmark.tracking
+    from benchmark.cli.campaign import started_runs
+
+    def stored(run_id, tags):
+        return SimpleNamespace(info=SimpleNamespace(run_id=run_id),
+                               data=SimpleNamespace(tags={"replaybench.campaign": "v9/target", **tags}))
+
+    runs = [stored("made-here", {}), stored("new-id", {"replaybench.published_run_id": "first-id"})]
+    monkeypatch.setattr(benchmark.tracking, "find_runs", lambda name, query: runs)
+    monkeypatch.setattr(benchmark.cli.campaign, "name_of", lambda workload: workload)
+    campaign = SimpleNamespace(name="v9", workloads={"w": None})
+    assert started_runs(campaign) == {"target": ["made-here", "first-id"]}

@@ -306,13 +306,16 @@ def cmd_status(args) -> int:
 
 
 def started_runs(campaign: Campaign) -> dict[str, list[str]]:
-    """Phase -> the ids of every run in this store the campaign started, whatever became of it."""
+    """Phase -> the ids of every run in this store the campaign started, whatever became of it; a run loaded by
+    `import-runs` by its published id, so that it is never shipped twice."""
+    from benchmark.leaderboard.published import PUBLISHED_ID_TAG
     from benchmark.tracking import TAG, find_runs
 
     by_phase: dict[str, list[str]] = {}
     for workload in campaign.workloads:
         for r in find_runs(name_of(workload), f"tags.`{TAG}campaign` LIKE '{campaign.name}/%'"):
-            by_phase.setdefault(r.data.tags[f"{TAG}campaign"].split("/", 1)[1], []).append(r.info.run_id)
+            by_phase.setdefault(r.data.tags[f"{TAG}campaign"].split("/", 1)[1], []).append(
+                r.data.tags.get(PUBLISHED_ID_TAG, r.info.run_id))
     return by_phase
 
 

@@ -153,10 +153,11 @@ def wall_seconds_per_unit(workloads, kernels: str) -> dict[tuple[str, str | None
         for r in find_runs(name, f"tags.`{TAG}status` = 'finished'"):
             seconds, budget = r.data.metrics.get("wall/total_seconds"), r.data.params.get("workload.budget")
             if seconds and budget and float(budget) > 0:
+                rate, same = seconds / float(budget), r.data.params.get("kernels", "native") == kernels
                 for key in ((name, r.data.tags.get(f"{TAG}strategy")), (name, None)):
-                    every.setdefault(key, []).append(seconds / float(budget))
-                    if r.data.params.get("kernels", "native") == kernels:
-                        same_kernels.setdefault(key, []).append(seconds / float(budget))
+                    every.setdefault(key, []).append(rate)
+                    if same:
+                        same_kernels.setdefault(key, []).append(rate)
         rates |= same_kernels or every
     return rates
 
@@ -297,11 +298,10 @@ def reproduction_rows(summaries: list[dict], board_dir: Path) -> list[dict]:
     from benchmark.leaderboard.published import run_key, shipped_runs
 
     here = kernels.in_force()
-    published = shipped_runs(board_dir)
+    matchable = [s for s in summaries if {"config", "seed", "eval_curve"} <= s.keys()]  # others: nothing to match
+    published = shipped_runs(board_dir, {run_key(s["config"], s["seed"]) for s in matchable})
     rows = []
-    for s in summaries:
-        if not {"config", "seed", "eval_curve"} <= s.keys():  # a summary without them: nothing to match
-            continue
+    for s in matchable:
         shipped = published.get(run_key(s["config"], s["seed"]))
         row = {"run": f"{s['strategy']} seed {s['seed']}", "mine": f"{here['kernels']} kernels, {here['cpu']}"}
         if shipped is None:

@@ -75,9 +75,9 @@ def run_key(config: dict, seed) -> tuple:
                                              "strategy.params.buffer_size")) + (str(seed),)
 
 
-def shipped_runs(board_dir: Path) -> dict[tuple, dict]:
-    """The published finished runs by run_key: each one's run.json with its summary.json under "summary"; of several
-    with one key, a run the board scores is preferred to one it only ships, then the latest."""
+def shipped_runs(board_dir: Path, keys: set[tuple]) -> dict[tuple, dict]:
+    """The published finished runs with these run_keys: each one's run.json with its summary.json under "summary"; of
+    several with one key, a run the board scores is preferred to one it only ships, then the latest."""
     scored = set()
     if (board_dir / "results.json").is_file():
         results = json.loads((board_dir / "results.json").read_text())
@@ -85,8 +85,11 @@ def shipped_runs(board_dir: Path) -> dict[tuple, dict]:
     by_key: dict[tuple, list[tuple[dict, Path]]] = {}
     for path in sorted((board_dir / RUNS_FOLDER).glob("*/run.json")):
         run, summary = json.loads(path.read_text()), path.parent / "summary.json"
-        if run["tags"].get(f"{TAG}status") == "finished" and summary.is_file():
-            by_key.setdefault(run_key(run["params"], run["tags"].get(f"{TAG}seed")), []).append((run, summary))
+        if run["tags"].get(f"{TAG}status") != "finished" or not summary.is_file():
+            continue
+        key = run_key(run["params"], run["tags"].get(f"{TAG}seed"))
+        if key in keys:
+            by_key.setdefault(key, []).append((run, summary))
     chosen = {key: min(runs, key=lambda pair: (pair[0]["run_id"] not in scored, -pair[0]["start_time"]))
               for key, runs in by_key.items()}
     return {key: {**run, "summary": json.loads(summary.read_text())} for key, (run, summary) in chosen.items()}

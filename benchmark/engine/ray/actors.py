@@ -66,6 +66,7 @@ class InferenceWorker:
                  "busy_s": time.perf_counter() - start}
         if pace:
             time.sleep(max(0.0, pace * self.w.pipeline.mu * group.tokens - facts["busy_s"]))
+        facts["paced_s"] = time.perf_counter() - start
         return facts, group
 
 
@@ -121,7 +122,7 @@ class Trainer:
         published = [ray.put(weights)] if publish and self.rank == 0 else None
         time.sleep(max(0.0, min_seconds - (time.perf_counter() - start)))
         return {"stats": stats, "share": share, "completion_tokens": sum(len(r.completion_ids) for r in rollouts),
-                "busy_s": busy, "published": published}
+                "busy_s": busy, "paced_s": time.perf_counter() - start, "published": published}
 
     def weights(self) -> tuple[int, dict]:
         """Called on every rank at once (FSDP gathers)."""

@@ -79,6 +79,8 @@ class RayPipeline(Executor):
         self.evals_queued = 0
         self.metrics: list = []  # logged since the last checkpoint
         self.busy = {"generation": 0.0, "training": 0.0, "evaluation": 0.0}
+        # the same calls' seconds with the pacing's sleep: they hold the workload's mu only if the real work fit
+        self.paced = {"generation": 0.0, "training": 0.0}
         self.pending_adds: list = []  # the strategy's add() calls, checked for verdicts as they complete
         self.run_started = self.run_ended = None
         self.final: dict = {}
@@ -143,6 +145,7 @@ class RayPipeline(Executor):
         self.pool_time = self.costs.pool_time(sum(f["tokens"] for f in facts))
         self.rollouts_generated += sum(f["rollouts"] for f in facts)
         self.busy["generation"] += sum(f["busy_s"] for f in facts)
+        self.paced["generation"] += sum(f["paced_s"] for f in facts)
         self._get(self.host.add_pool.remote([g for _, g in refs], self.clock))
 
     def _start_generation(self, worker: int) -> None:
@@ -201,6 +204,7 @@ class RayPipeline(Executor):
         self.gen_tokens += facts["tokens"]
         self.rollouts_generated += facts["rollouts"]
         self.busy["generation"] += facts["busy_s"]
+        self.paced["generation"] += facts["paced_s"]
         self.worker_version[worker] = facts["version"]
         if not self.stopping:
             # the group goes to the strategy actor as an object ref, not through the driver
@@ -245,6 +249,7 @@ class RayPipeline(Executor):
         self.samples_trained += facts["samples"]
         self.trained_tokens += facts["tokens"]
         self.busy["training"] += sum(r["busy_s"] for r in results)
+        self.paced["training"] += sum(r["paced_s"] for r in results)
         if results[0]["published"]:
             self.published = (self.trainer_step, results[0]["published"][0])
         stats = merge_step_stats([r["stats"] for r in results], [r["completion_tokens"] for r in results],
@@ -270,7 +275,7 @@ class RayPipeline(Executor):
     # ---- checkpoints ----------------------------------------------------------------------
     STATE = ("stream_position", "generations_started", "gen_tokens", "trained_tokens", "pool_time", "trainer_step",
              "samples_trained", "rollouts_generated", "eval_history", "eval_samples", "metrics", "busy",
-             "last_checkpoint")
+             "paced", "last_checkpoint")
 
     def state_dict(self) -> dict:
         """One moment of the run, taken at an evaluation: the step in flight finishes first and none starts until
@@ -330,6 +335,10 @@ class RayPipeline(Executor):
         }
         if self.gen_tokens and self.trained_tokens and trainer_busy > 0:
             out["mu"] = (worker_busy / self.gen_tokens) / (trainer_busy / self.trained_tokens)
+            # the roles' relative speeds as they ran: the workload's mu when --ray-pace held, nearer the
+            # hardware's own mu where the real work overran the paced durations (a loaded machine)
+            out["mu_as_run"] = ((self.paced["generation"] / self.gen_tokens)
+                                / (self.paced["training"] / self.trained_tokens))
         return out
 
     @property

@@ -127,10 +127,15 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     grids = {"on_policy": {"split": ["6,2", "5,3"]}, "fifo_uniform": {"buffer_size": [32, 64]}}
     patched = {n: dataclasses.replace(entries[n], tuning=g) for n, g in grids.items()}
     monkeypatch.setattr(benchmark.cli.tune, "load_baselines", lambda: type("B", (), {"entries": patched})())
-    # the real start checkpoint: its accuracy is not 0, so the target frozen from it means something
-    workload = tiny_workload(tmp_path, REPO_ROOT / "tasks" / "arith_tiny" / "checkpoint", seeds=[0, 1],
-                             target_seeds=[10, 11], tuning={"trials": 2, "seeds": [100]})
+    # the real start checkpoint: its accuracy is not 0, so the target frozen from it means something; the campaign
+    # runs the workload at another version and seeds than its file's, as v3.2 runs arith-tiny
+    workload = tiny_workload(tmp_path, REPO_ROOT / "tasks" / "arith_tiny" / "checkpoint", seeds=[5, 6],
+                             target_seeds=[7, 8], tuning={"trials": 2, "seeds": [100]})
     file = campaign_file(tmp_path, workload, variants=[{"entry": "fifo_uniform", "split": "5,3", "buffer_size": 48}])
+    data = yaml.safe_load(file.read_text())
+    data["workloads"][str(workload)].update(version="2", overrides={"version": "2", "seeds": [0, 1],
+                                                                    "target_seeds": [10, 11]})
+    file.write_text(yaml.safe_dump(data))
     assert main(["campaign", "run", str(file), "--jobs", "1"]) == 0
     runs = finished_runs("tiny-campaign")
     assert {r.kernels for r in runs} == {"native"}  # the campaign's, as the file says by default
@@ -146,6 +151,7 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
                                        "trial/variants", "trial/confirmation"].index)
     target = json.loads((tmp_path / "trial" / "targets" / "tiny-campaign.json").read_text())
     assert target["rules_version"] == 3 and sorted(target["per_run"][i]["seed"] for i in target["run_ids"]) == [10, 11]
+    assert target["workload_version"] == "2" and target["workload_config"]["seeds"] == [0, 1]  # the campaign's
     # the scored runs of each entry are at its picked trial: one configuration per entry
     scored = [r for r in runs if r.campaign == "trial/scored"]
     assert len({(r.strategy, r.group) for r in scored}) == 2
@@ -198,7 +204,7 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     assert variant["variant"] == "fifo_uniform (5,3) N=48" and len(variant["run_ids"]) == 2
     assert variant["verdict"] in ("resolved faster", "resolved slower", "not resolved")
     findings = (tmp_path / "campaign-board" / "FINDINGS.md").read_text()
-    assert "the CPU tier (tiny-campaign v1)" in findings and "`fifo_uniform (5,3) N=48`: replay ratio" in findings
+    assert "the CPU tier (tiny-campaign v2)" in findings and "`fifo_uniform (5,3) N=48`: replay ratio" in findings
     assert "Made by the campaign trial" in findings and "Confirmation on fresh seeds" in findings
 
 

@@ -201,8 +201,8 @@ def freeze_targets(campaign: Campaign, done: dict) -> None:
             continue
         specs = phase_specs_for(campaign, "target", done, workload)
         if specs and not _left(specs, done):
-            freeze_target(workload, made_by(campaign, workload, "target"), campaign.targets_dir(),
-                          group=specs[0][0].group_key(), rules=campaign.rules)
+            freeze_target(reference_workload(campaign, workload), made_by(campaign, workload, "target"),
+                          campaign.targets_dir(), group=specs[0][0].group_key(), rules=campaign.rules)
             console.print(f"{name}: target frozen into {target_path(name, campaign.targets_dir())}")
 
 

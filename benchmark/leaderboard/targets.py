@@ -50,13 +50,14 @@ def available_targets(targets_dir: Path | None = None) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
 
 
-def freeze_target(workload: str, records: list[RunRecord] | None = None, targets_dir: Path | None = None,
+def freeze_target(workload, records: list[RunRecord] | None = None, targets_dir: Path | None = None,
                   group: str | None = None, force: bool = False, workload_config: dict | None = None,
                   rules: int = scoring.RULES_VERSION) -> dict:
-    """Compute the workload's target from the reference's finished runs and write it, once."""
+    """Compute the workload's target from the reference's finished runs and write it, once. workload: a name, the
+    path of a workload file, or a loaded Workload (a campaign's, its overrides applied: version and seeds)."""
     from benchmark.workload import load_workload
 
-    w = load_workload(workload)  # a name or the path of a workload file
+    w = load_workload(workload) if isinstance(workload, (str, Path)) else workload
     path = target_path(w.name, targets_dir)
     if path.exists() and not force:
         old = json.loads(path.read_text())

@@ -99,8 +99,11 @@ def test_ray_run_killed_after_two_checkpoints_resumes_and_records_the_pipeline_m
     for key in ("trainer_step", "rollouts_generated", "measured_device_s"):
         assert [p[key] for p in s["eval_curve"]] == sorted(p[key] for p in s["eval_curve"]), key
     assert s["eval_curve"][1]["trainer_step"] > 0  # the kill came after real training
-    # the strategy's state came back: rollouts trained before the kill count in the use statistics
-    assert s["max_uses_of_a_rollout"] > 1 and s["rollouts_never_used_fraction"] < 0.5
+    # the strategy's state came back: every sample trained, before the kill and after, is one use in the use
+    # statistics (lost state would leave out the uses before the resumed checkpoint)
+    assert sum(s["since_last_use_distribution"].values()) == s["samples_trained"]
+    used = round((1 - s["rollouts_never_used_fraction"]) * s["rollouts_generated"])
+    assert s["since_last_use_distribution"]["new"] == used and s["max_uses_of_a_rollout"] > 1
     # data-parallel trainers end with identical weights
     assert s["trainers_in_sync"] and len(s["trainer_weights_sha256"]) == 2
     # the evaluations sit at the scheduled compute points, taken as soon as the compute reached them (a

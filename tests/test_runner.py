@@ -88,7 +88,7 @@ def _cli(args, env):
 
 @pytest.mark.slow
 def test_sigkill_then_resume_ends_like_an_uninterrupted_run(tiny_checkpoint, isolated_runs, tmp_path):
-    overrides = small_overrides(tiny_checkpoint, budget=200_000)  # 11 evaluations: killed after the third
+    overrides = small_overrides(tiny_checkpoint, budget=120_000)  # 7 evaluations: killed after the third
     sets = [f"--set={k}={v}" for k, v in overrides.items()] + ["--set=buffer_size=32"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
 

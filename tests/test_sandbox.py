@@ -210,7 +210,9 @@ def test_a_run_has_a_total_budget_of_strategy_time_in_both_modes(tiny_checkpoint
 def test_a_call_over_the_limit_is_a_timeout_in_both_modes(tiny_checkpoint, isolated_runs, isolated):
     w = small_workload(tiny_checkpoint, **{"limits.call_seconds": 0.25})
     spec = RunSpec(w, HOSTILE / "sleeps_under_the_limit.py", {}, seed=0, isolated=isolated)
-    with pytest.raises(StrategyFailure, match=r"^timeout: (add|sample)\(\) took longer than 0.25 s"):
+    # on a loaded machine the box's start() (importing the entry) can be the first call over 0.25 s of CPU
+    over = r"^timeout: ((add|sample)\(\) took longer than|start\(\) used [\d.]+ s of CPU .* more than the) 0.25 s"
+    with pytest.raises(StrategyFailure, match=over):
         run(spec)
 
 

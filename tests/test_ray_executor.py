@@ -34,7 +34,7 @@ CONFIG = {"pipeline.devices": 4, "pipeline.workers": 2, "pipeline.trainers": 2, 
 # The virtual-time pipeline on CONFIG, seed 0 (deterministic; rerun it to refresh): replay ratio
 # close to mu*T/W = 5.28, mean off-policiness in trainer steps (66 steps).
 SIM_REPLAY_RATIO, SIM_OFFPOLICY_MEAN = 4.89, 10.7
-WORKLOAD_MU = 5.28  # arith-tiny's pipeline.mu
+WORKLOAD_MU = load_workload("arith-tiny").pipeline.mu
 # Wall seconds per normalised unit: the roles run at the workload's relative speeds (mu = 5.28)
 # although this CPU's own mu is near 1; the real work fits inside the paced durations.
 PACE = 5e-4

@@ -212,24 +212,29 @@ def restore_artifacts(run_dir: Path, record: dict, tmp: Path) -> list[Path]:
     return sorted(files, key=lambda p: p.name)
 
 
-def _import_run(c, record: dict, artifacts: list[Path]) -> None:
+def _import_run(c, record: dict, artifacts: list[Path], experiments: dict[str, str]) -> None:
     from mlflow.entities import Metric, Param, RunTag
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
     from benchmark.tracking import experiment_id
 
     name = record["experiment"]
-    exp = (experiment_id(c, name.removeprefix(EXPERIMENT_PREFIX)) if name.startswith(EXPERIMENT_PREFIX)
-           else experiment_id(c, "", name))
+    if name not in experiments:
+        experiments[name] = (experiment_id(c, name.removeprefix(EXPERIMENT_PREFIX))
+                             if name.startswith(EXPERIMENT_PREFIX) else experiment_id(c, "", name))
     tags = {**record["tags"], PUBLISHED_ID_TAG: record["run_id"]}
-    run = c.create_run(exp, start_time=record["start_time"], tags=tags, run_name=record["run_name"])
+    run = c.create_run(experiments[name], start_time=record["start_time"], tags=tags, run_name=record["run_name"])
     rid = run.info.run_id
     params = [Param(k, str(v)) for k, v in record["params"].items()]
-    for i in range(0, len(params), 100):  # MLflow's limit per batch
+    metrics = [Metric(k, v, record["end_time"] or 0, 0) for k, v in record["metrics"].items()]
+    # as few batches as MLflow's limits allow (100 params, 1000 entries a batch): each is a database transaction
+    first = 100 if len(metrics) + 100 < 1000 else 0
+    c.log_batch(rid, params=params[:first], metrics=metrics, tags=[RunTag("mlflow.runName", record["run_name"])])
+    for i in range(first, len(params), 100):
         c.log_batch(rid, params=params[i:i + 100])
-    c.log_batch(rid, metrics=[Metric(k, v, record["end_time"] or 0, 0) for k, v in record["metrics"].items()],
-                tags=[RunTag("mlflow.runName", record["run_name"])])
+    store = get_artifact_repository(run.info.artifact_uri)  # the run's folder, looked up once rather than per file
     for artifact in artifacts:
-        c.log_artifact(rid, str(artifact))
+        store.log_artifact(str(artifact))
     c.set_terminated(rid, status=record["status"], end_time=record["end_time"])
 
 
@@ -246,7 +251,7 @@ def import_runs(folder: Path, mlflow_client=None) -> tuple[int, int]:
     experiments = [e.experiment_id for e in c.search_experiments()]
     present = {r.data.tags.get(PUBLISHED_ID_TAG) for r in (c.search_runs(experiments, max_results=50_000)
                                                            if experiments else [])} - {None}
-    imported = 0
+    imported, experiments = 0, {}
     with tempfile.TemporaryDirectory() as scratch:  # the restored artifacts, until MLflow has copied them
         for path in records:
             record = json.loads(path.read_text())
@@ -254,6 +259,6 @@ def import_runs(folder: Path, mlflow_client=None) -> tuple[int, int]:
                 tmp = Path(scratch) / record["run_id"]
                 tmp.mkdir()
                 # restored before the run exists: a missing file leaves no run half imported
-                _import_run(c, record, restore_artifacts(path.parent, record, tmp))
+                _import_run(c, record, restore_artifacts(path.parent, record, tmp), experiments)
                 imported += 1
     return imported, len(records) - imported

@@ -9,7 +9,7 @@ PYTHON ?= python3
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup baselines board test test-fast test-vllm mutation clean
+.PHONY: setup baselines board test test-e2e test-fast test-vllm mutation clean
 
 setup: $(VENV)/.installed
 
@@ -42,10 +42,14 @@ board: setup
 	$(BIN)/replaybench campaign ship $(CAMPAIGN)
 
 # The suite over every CPU this process may use (pytest-xdist, a test a worker, one thread each); TEST_JOBS=0: in this
-# process, one test after another.
+# process, one test after another. It leaves out the end-to-end journeys of half a minute or more (marker e2e), which
+# test-e2e runs: CI runs both.
 TEST_JOBS ?= auto
 test: setup
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not e2e"
+
+test-e2e: setup
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m e2e
 
 test-fast: setup
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not slow"

@@ -112,6 +112,7 @@ def test_a_campaign_runs_only_with_its_kernels(tmp_path, tiny_checkpoint, two_se
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path, tiny_checkpoint, isolated_runs,
                                                                         two_seed_campaigns, monkeypatch, capsys):
     import benchmark.cli.tune

@@ -464,6 +464,7 @@ def test_every_readme_command_runs_in_ci_or_says_why_not():
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_readme_commands_that_fit_in_ci_run_as_written(tmp_path):
     """The docs' commands that fit in CI, run as a user types them after the README's set-up: through the console
     scripts of this environment, first on the PATH, on a fresh clone's empty store."""

@@ -22,6 +22,7 @@ def tiny_sets(checkpoint):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_baselines_runs_each_named_baseline_with_its_registered_split(tiny_checkpoint, isolated_runs):
     args = ["baselines", "--strategies", "on_policy", "fifo_uniform", "--seeds", "0", "1", "--budget", "20000",
             "--isolate", *tiny_sets(tiny_checkpoint)]
@@ -49,6 +50,7 @@ def test_baselines_with_an_unknown_name_is_a_user_error(isolated_runs):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_submit_runs_the_entry_sandboxed_with_its_content_hash_on_record(tiny_checkpoint, isolated_runs, tmp_path,
                                                                          capsys):
     entry = tmp_path / "entry"
@@ -109,6 +111,7 @@ def test_run_refuses_a_tag_in_the_benchmarks_namespace(capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_newcomers_journey_from_a_copied_entry_to_the_local_board(tiny_checkpoint, isolated_runs, tmp_path,
                                                                     capsys):
     """Copy the example, rename it, validate, preview; the entry is then seen by its name in the terminal and on

@@ -91,6 +91,7 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_ddp_and_fsdp_give_the_single_trainer_update_and_resume_from_their_checkpoint(tmp_path):
     model, pad = model_and_pad()
     single = adam_trainer(model, pad, share_prompts=False)

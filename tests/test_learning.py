@@ -11,6 +11,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_on_policy_grpo_improves_on_the_start_checkpoint(isolated_runs):
     # 30% of the real workload's budget, one seed, 500 evaluation problems: the full run gains far more (README)
     workload = load_workload("arith-tiny", {"pipeline.workers": 6, "pipeline.trainers": 2, "eval.pass_k_problems": 0,

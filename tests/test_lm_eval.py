@@ -65,6 +65,7 @@ def test_lm_eval_scores_with_our_verifier(name):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_the_docs_lm_eval_command_for_the_cpu_model_runs_as_written():
     import re
     import shlex

@@ -24,6 +24,7 @@ TINY = {"budget": 20_000, "eval.every": 10_000, "eval.num_problems": 10, "eval.p
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_baselines_with_two_jobs_records_what_one_job_records(tiny_checkpoint, isolated_runs, tmp_path, monkeypatch,
                                                               capsys):
     import benchmark.leaderboard.targets
@@ -69,6 +70,7 @@ def test_a_user_error_in_a_worker_is_one_message_and_exit_2(tiny_checkpoint, iso
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_or_a_kill_stops_every_run_and_exits_cleanly(tiny_checkpoint, isolated_runs, stop):
     sets = [f"--set={k}={v}" for k, v in small_overrides(tiny_checkpoint, **{**TINY, "budget": 20_000_000}).items()]

@@ -73,6 +73,7 @@ def _kill_after_saves(proc, checkpoints: Path, saves: int, timeout: float = 300)
 
 @needs_ray
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_ray_run_killed_after_two_checkpoints_resumes_and_records_the_pipeline_metrics(monkeypatch, isolated_runs):
     """A Ray run with FSDP trainers killed with SIGKILL after its second checkpoint, then resumed: every trainer step
     counted once, the curve whole; and the run records what the pipeline records, agreeing with it in kind. Under

@@ -87,6 +87,7 @@ def _cli(args, env):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_sigkill_then_resume_ends_like_an_uninterrupted_run(tiny_checkpoint, isolated_runs, tmp_path):
     overrides = small_overrides(tiny_checkpoint, budget=120_000)  # 7 evaluations: killed after the third
     sets = [f"--set={k}={v}" for k, v in overrides.items()] + ["--set=buffer_size=32"]

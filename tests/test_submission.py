@@ -130,6 +130,7 @@ ENTRIES = sorted(p.parent for p in (REPO / "submissions").glob("*/submission.yam
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("entry", ENTRIES, ids=[p.name for p in ENTRIES])
 def test_every_entry_in_submissions_validates_with_a_sandboxed_dry_run(entry, isolated_runs):
     """What a pull request adds under submissions/ is checked here, in CI: schema, names, a short dry run."""

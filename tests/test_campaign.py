@@ -320,3 +320,39 @@ def test_a_campaign_run_loaded_by_import_runs_is_listed_and_shipped_by_its_publi
     monkeypatch.setattr(benchmark.cli.campaign, "name_of", lambda workload: workload)
     campaign = SimpleNamespace(name="v9", workloads={"w": None})
     assert started_runs(campaign) == {"target": ["made-here", "first-id"]}
+
+
+CHILD_STOPPING_SLOWLY = """
+import pathlib, sys, time
+out = pathlib.Path(sys.argv[1])
+out.write_text("ready")
+try:
+    time.sleep(60)
+except KeyboardInterrupt:  # as the campaign's runner does: its runs record their interruption, which takes a while
+    time.sleep(1)
+    out.write_text("recorded its interruption")
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_lets_the_releases_process_record_its_interrupted_runs(tmp_path):
+    """`campaign run` from another commit runs the release in a child process: a terminal's Ctrl-C (SIGINT to the
+    whole foreground group) must reach the child once and wait for it, not kill it and orphan its workers."""
+    import os
+    import signal
+    import sys
+    import time
+
+    out = tmp_path / "child.txt"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from benchmark.cli.campaign import run_until_stopped; "
+                               f"sys.exit(run_until_stopped([sys.executable, '-c', {CHILD_STOPPING_SLOWLY!r}, "
+                               f"{str(out)!r}]))"],
+        cwd=REPO_ROOT, start_new_session=True)  # its own group, as a terminal's foreground job
+    deadline = time.monotonic() + 60
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert out.read_text() == "ready"
+    os.killpg(parent.pid, signal.SIGINT)
+    assert parent.wait(timeout=30) == 130
+    assert out.read_text() == "recorded its interruption"

@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]error:[/] {escape(str(exc))}")  # escaped: messages may hold [brackets]
         return 2
     except KeyboardInterrupt:
-        console.print("interrupted; continue with the same command and --resume")
+        console.print("interrupted; continue with the same command and --resume" if hasattr(args, "resume") else
+                      "interrupted; run the same command again to go on (finished runs are kept)")
         return 130
     finally:
         if previous is not None:  # None also where the previous handler was not installed from Python

@@ -65,7 +65,29 @@ def run_on_release(campaign: Campaign, file: Path, jobs: int | None) -> int:
            "REPLAYBENCH_RUNS_DIR": str(RUNS_DIR), "MLFLOW_TRACKING_URI": tracking_uri()}
     command = [sys.executable, "-m", "benchmark.cli", "campaign", "run", str(file.resolve()),
                *(["--jobs", str(jobs)] if jobs else [])]
-    return subprocess.run(command, cwd=worktree, env=env).returncode
+    return run_until_stopped(command, cwd=worktree, env=env)
+
+
+def run_until_stopped(command: list[str], **popen) -> int:
+    """The child's exit status. Ctrl-C (or SIGTERM) here reaches the child once, as SIGINT, and the child is waited
+    for while it records its interrupted runs; a second one ends the child's whole process group."""
+    import os
+    import signal
+    import subprocess
+
+    # its own session: a terminal's Ctrl-C reaches it only through this process, so exactly once. subprocess.run
+    # would SIGKILL it 0.25 s after a Ctrl-C, leaving its pool's workers (which ignore SIGINT) running orphaned.
+    child = subprocess.Popen(command, start_new_session=True, **popen)
+    try:
+        return child.wait()
+    except KeyboardInterrupt:  # the child says it was interrupted, and how to go on
+        child.send_signal(signal.SIGINT)
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            os.killpg(child.pid, signal.SIGTERM)
+            child.wait()
+            return 130
 
 
 def require_kernels(campaign: Campaign) -> None:

@@ -345,7 +345,9 @@ def test_ctrl_c_lets_the_releases_process_record_its_interrupted_runs(tmp_path):
 
     out = tmp_path / "child.txt"
     parent = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from benchmark.cli.campaign import run_until_stopped; "
+        # Ctrl-C's default handling set explicitly: a pytest-xdist worker ignores SIGINT, and its children inherit that
+        [sys.executable, "-c", "import signal, sys; from benchmark.cli.campaign import run_until_stopped; "
+                               "signal.signal(signal.SIGINT, signal.default_int_handler); "
                                f"sys.exit(run_until_stopped([sys.executable, '-c', {CHILD_STOPPING_SLOWLY!r}, "
                                f"{str(out)!r}]))"],
         cwd=REPO_ROOT, start_new_session=True)  # its own group, as a terminal's foreground job

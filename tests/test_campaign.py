@@ -358,3 +358,57 @@ def test_ctrl_c_lets_the_releases_process_record_its_interrupted_runs(tmp_path):
     os.killpg(parent.pid, signal.SIGINT)
     assert parent.wait(timeout=30) == 130
     assert out.read_text() == "recorded its interruption"
+
+
+CHILD_THAT_HANGS_ON_STOP = """
+import pathlib, signal, subprocess, sys, time
+out = pathlib.Path(sys.argv[1])
+worker = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                                                 "time.sleep(60)"])  # a pool worker: it ignores SIGINT
+out.write_text(f"ready {worker.pid}")
+try:
+    time.sleep(60)
+except KeyboardInterrupt:  # a runner stuck while it stops
+    out.write_text(f"stopping {worker.pid}")
+    time.sleep(60)
+"""
+
+
+def ended(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, IndexError):
+        return True
+
+
+def test_a_second_ctrl_c_ends_the_releases_process_and_its_workers(tmp_path):
+    """If the child hangs while it stops, a second Ctrl-C ends its whole group (its workers too) and exits 130."""
+    import os
+    import signal
+    import sys
+    import time
+
+    out = tmp_path / "child.txt"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import signal, sys; from benchmark.cli.campaign import run_until_stopped; "
+                               "signal.signal(signal.SIGINT, signal.default_int_handler); "
+                               f"sys.exit(run_until_stopped([sys.executable, '-c', {CHILD_THAT_HANGS_ON_STOP!r}, "
+                               f"{str(out)!r}]))"],
+        cwd=REPO_ROOT, start_new_session=True)
+
+    def wait_for(state: str) -> int:
+        deadline = time.monotonic() + 60
+        while not (out.exists() and out.read_text().startswith(state)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return int(out.read_text().split()[1])
+
+    worker = wait_for("ready")
+    os.killpg(parent.pid, signal.SIGINT)
+    assert wait_for("stopping") == worker
+    assert parent.poll() is None and not ended(worker)  # one Ctrl-C waits for the child
+    os.killpg(parent.pid, signal.SIGINT)
+    assert parent.wait(timeout=30) == 130
+    deadline = time.monotonic() + 10
+    while not ended(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ended(worker)

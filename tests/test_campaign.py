@@ -360,6 +360,30 @@ def test_ctrl_c_lets_the_releases_process_record_its_interrupted_runs(tmp_path):
     assert out.read_text() == "recorded its interruption"
 
 
+def test_a_campaign_started_in_the_background_stops_on_sigterm(tmp_path):
+    """`nohup replaybench campaign run ... &` starts with SIGINT ignored; the release's process must not inherit
+    that, or the SIGINT a SIGTERM is forwarded as would not stop it."""
+    import signal
+    import sys
+    import time
+
+    out = tmp_path / "child.txt"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import signal, sys; from benchmark.cli.campaign import run_until_stopped; "
+                               "from benchmark.cli.parallel import interrupt; "
+                               "signal.signal(signal.SIGTERM, interrupt); "  # as the command line does
+                               f"sys.exit(run_until_stopped([sys.executable, '-c', {CHILD_STOPPING_SLOWLY!r}, "
+                               f"{str(out)!r}]))"],
+        cwd=REPO_ROOT, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    deadline = time.monotonic() + 60
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert out.read_text() == "ready"
+    parent.terminate()
+    assert parent.wait(timeout=30) == 130
+    assert out.read_text() == "recorded its interruption"
+
+
 CHILD_THAT_HANGS_ON_STOP = """
 import pathlib, signal, subprocess, sys, time
 out = pathlib.Path(sys.argv[1])

@@ -77,7 +77,10 @@ def run_until_stopped(command: list[str], **popen) -> int:
 
     # its own session: a terminal's Ctrl-C reaches it only through this process, so exactly once. subprocess.run
     # would SIGKILL it 0.25 s after a Ctrl-C, leaving its pool's workers (which ignore SIGINT) running orphaned.
-    child = subprocess.Popen(command, start_new_session=True, **popen)
+    # SIGINT's default handling in the child: started in the background (`nohup ... &`), this process ignores SIGINT
+    # and the child would inherit that, so the SIGINT forwarded to it would not stop it.
+    child = subprocess.Popen(command, start_new_session=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **popen)
     try:
         return child.wait()
     except KeyboardInterrupt:  # the child says it was interrupted, and how to go on

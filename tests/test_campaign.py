@@ -335,26 +335,41 @@ except KeyboardInterrupt:  # as the campaign's runner does: its runs record thei
 """
 
 
+# Ctrl-C's default handling set explicitly: a pytest-xdist worker ignores SIGINT, and its children inherit that
+INTERACTIVE = "signal.signal(signal.SIGINT, signal.default_int_handler)"
+
+
+def start_parent(child_source: str, out: Path, signal_setup: str, **popen) -> subprocess.Popen:
+    """A process that runs `child_source` (with `out` as its argument) through run_until_stopped, in its own group as
+    a terminal's foreground job; `signal_setup` is its signal handling, as a command line would set it."""
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-c", "import signal, sys; from benchmark.cli.campaign import run_until_stopped; "
+                               f"{signal_setup}; "
+                               f"sys.exit(run_until_stopped([sys.executable, '-c', {child_source!r}, {str(out)!r}]))"],
+        cwd=REPO_ROOT, start_new_session=True, **popen)
+
+
+def wait_for(out: Path, state: str) -> str:
+    """The child's report once it starts with `state` (or whatever it says after 60 s)."""
+    import time
+
+    deadline = time.monotonic() + 60
+    while not (out.exists() and out.read_text().startswith(state)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return out.read_text()
+
+
 def test_ctrl_c_lets_the_releases_process_record_its_interrupted_runs(tmp_path):
     """`campaign run` from another commit runs the release in a child process: a terminal's Ctrl-C (SIGINT to the
     whole foreground group) must reach the child once and wait for it, not kill it and orphan its workers."""
     import os
     import signal
-    import sys
-    import time
 
     out = tmp_path / "child.txt"
-    parent = subprocess.Popen(
-        # Ctrl-C's default handling set explicitly: a pytest-xdist worker ignores SIGINT, and its children inherit that
-        [sys.executable, "-c", "import signal, sys; from benchmark.cli.campaign import run_until_stopped; "
-                               "signal.signal(signal.SIGINT, signal.default_int_handler); "
-                               f"sys.exit(run_until_stopped([sys.executable, '-c', {CHILD_STOPPING_SLOWLY!r}, "
-                               f"{str(out)!r}]))"],
-        cwd=REPO_ROOT, start_new_session=True)  # its own group, as a terminal's foreground job
-    deadline = time.monotonic() + 60
-    while not out.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert out.read_text() == "ready"
+    parent = start_parent(CHILD_STOPPING_SLOWLY, out, INTERACTIVE)
+    assert wait_for(out, "ready") == "ready"
     os.killpg(parent.pid, signal.SIGINT)
     assert parent.wait(timeout=30) == 130
     assert out.read_text() == "recorded its interruption"
@@ -364,21 +379,12 @@ def test_a_campaign_started_in_the_background_stops_on_sigterm(tmp_path):
     """`nohup replaybench campaign run ... &` starts with SIGINT ignored; the release's process must not inherit
     that, or the SIGINT a SIGTERM is forwarded as would not stop it."""
     import signal
-    import sys
-    import time
 
     out = tmp_path / "child.txt"
-    parent = subprocess.Popen(
-        [sys.executable, "-c", "import signal, sys; from benchmark.cli.campaign import run_until_stopped; "
-                               "from benchmark.cli.parallel import interrupt; "
-                               "signal.signal(signal.SIGTERM, interrupt); "  # as the command line does
-                               f"sys.exit(run_until_stopped([sys.executable, '-c', {CHILD_STOPPING_SLOWLY!r}, "
-                               f"{str(out)!r}]))"],
-        cwd=REPO_ROOT, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    deadline = time.monotonic() + 60
-    while not out.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert out.read_text() == "ready"
+    parent = start_parent(CHILD_STOPPING_SLOWLY, out,  # SIGTERM handled as the command line does
+                          "from benchmark.cli.parallel import interrupt; signal.signal(signal.SIGTERM, interrupt)",
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert wait_for(out, "ready") == "ready"
     parent.terminate()
     assert parent.wait(timeout=30) == 130
     assert out.read_text() == "recorded its interruption"
@@ -409,26 +415,13 @@ def test_a_second_ctrl_c_ends_the_releases_process_and_its_workers(tmp_path):
     """If the child hangs while it stops, a second Ctrl-C ends its whole group (its workers too) and exits 130."""
     import os
     import signal
-    import sys
     import time
 
     out = tmp_path / "child.txt"
-    parent = subprocess.Popen(
-        [sys.executable, "-c", "import signal, sys; from benchmark.cli.campaign import run_until_stopped; "
-                               "signal.signal(signal.SIGINT, signal.default_int_handler); "
-                               f"sys.exit(run_until_stopped([sys.executable, '-c', {CHILD_THAT_HANGS_ON_STOP!r}, "
-                               f"{str(out)!r}]))"],
-        cwd=REPO_ROOT, start_new_session=True)
-
-    def wait_for(state: str) -> int:
-        deadline = time.monotonic() + 60
-        while not (out.exists() and out.read_text().startswith(state)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        return int(out.read_text().split()[1])
-
-    worker = wait_for("ready")
+    parent = start_parent(CHILD_THAT_HANGS_ON_STOP, out, INTERACTIVE)
+    worker = int(wait_for(out, "ready").split()[1])
     os.killpg(parent.pid, signal.SIGINT)
-    assert wait_for("stopping") == worker
+    assert wait_for(out, "stopping") == f"stopping {worker}"
     assert parent.poll() is None and not ended(worker)  # one Ctrl-C waits for the child
     os.killpg(parent.pid, signal.SIGINT)
     assert parent.wait(timeout=30) == 130

@@ -2,6 +2,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import os
+import shutil
 
 import pytest
 
@@ -32,6 +33,22 @@ torch.set_num_threads(1)  # the runs' default: reproducible, and fast on small s
 # tests/vllm_engine/ needs vLLM, which has an environment of its own (`make test-vllm` builds .venv-vllm).
 if importlib.util.find_spec("vllm") is None:
     collect_ignore = ["vllm_engine"]
+
+
+@pytest.fixture(autouse=True)
+def leaves_the_repository_runs_alone(request):
+    """The repository's runs/ is the user's store: a test that makes it has used the default store by mistake.
+    The end-to-end journeys (marker e2e) are left out: they run the users' commands as typed."""
+    from benchmark.paths import REPO_ROOT
+
+    runs = REPO_ROOT / "runs"
+    if runs.exists() or request.node.get_closest_marker("e2e"):
+        yield
+        return
+    yield
+    if runs.exists():
+        shutil.rmtree(runs, ignore_errors=True)  # it did not exist before this test: nothing of the user's is in it
+        pytest.fail(f"this test made {runs}: use the isolated_runs fixture")
 
 
 @pytest.fixture(scope="session")

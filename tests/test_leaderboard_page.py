@@ -75,7 +75,7 @@ def board(tmp_path_factory):
         targets, out = root / "targets", root / "board"
         assert main(["leaderboard", "freeze-target", "--workload", WORKLOAD, "--targets", str(targets)]) == 0
         results = build(out, targets_dir=targets)
-    return {"out": out, "results": results, "ids": ids, "targets": targets}
+    return {"out": out, "results": results, "ids": ids, "targets": targets, "runs": runs}
 
 
 def test_results_carry_what_the_page_plots(board):
@@ -127,7 +127,7 @@ def test_build_writes_the_page_atomically(board, tmp_path, monkeypatch):
         raise RuntimeError("plotting failed")
 
     monkeypatch.setattr(benchmark.leaderboard.build, "render_html", boom)
-    with pytest.raises(RuntimeError):
+    with synthetic_store(board["runs"]), pytest.raises(RuntimeError, match="plotting failed"):
         build(out, targets_dir=board["targets"])
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing rewritten, no temp files
 

@@ -33,7 +33,7 @@ def test_generation_calls_of_the_pipelines_size_are_timed_per_token():
         measure(workload, repeats=1, prompts_per_call=0)
 
 
-def test_cli_prints_mu_and_writes_it_only_when_asked(tmp_path, capsys):
+def test_cli_prints_mu_and_writes_it_only_when_asked(tmp_path, capsys, isolated_runs):
     path = tmp_path / "arith-tiny.yaml"
     shutil.copy(WORKLOADS_DIR / "arith-tiny.yaml", path)
     original = path.read_text()
@@ -68,7 +68,7 @@ def test_write_into_a_block_section_keeps_comments_and_order(tmp_path):
     assert len(path.read_text().splitlines()) == len(lines)
 
 
-def test_vllm_engine_missing_is_one_clear_line(monkeypatch, capsys):
+def test_vllm_engine_missing_is_one_clear_line(monkeypatch, capsys, isolated_runs):
     monkeypatch.setitem(sys.modules, "vllm", None)
     assert main(["measure-mu", "--workload", "arith-tiny", "--engine", "vllm", "--repeats", "1"]) == 2
     assert '.[gpu]' in capsys.readouterr().err
@@ -85,7 +85,7 @@ def test_measure_mu_on_a_paper_workload_with_the_bundled_data(tiny_checkpoint, t
     assert m.rollouts == 48 and m.mu > 0  # 60 // 16 prompts x 16 samples
 
 
-def test_measure_mu_cli_on_a_paper_workload_with_the_cpu_model(tiny_checkpoint, capsys):
+def test_measure_mu_cli_on_a_paper_workload_with_the_cpu_model(tiny_checkpoint, capsys, isolated_runs):
     tiny = ["--set", "model.source=tiny", "--set", f"model.checkpoint={tiny_checkpoint}",
             "--set", "model.dtype=float32", "--set", "data_path={}", "--set", "max_new_tokens=8"]
     assert main(["measure-mu", "--workload", "qwen3-0.6b-openr1", *tiny, "--repeats", "1"]) == 0

@@ -36,13 +36,13 @@ if importlib.util.find_spec("vllm") is None:
 
 
 @pytest.fixture(autouse=True)
-def leaves_the_repository_runs_alone(request):
+def leaves_the_repository_runs_alone():
     """The repository's runs/ is the user's store: a test that makes it has used the default store by mistake.
-    The end-to-end journeys (marker e2e) are left out: they run the users' commands as typed."""
+    The end-to-end journeys are watched too: they run the users' commands, but on a store of their own."""
     from benchmark.paths import REPO_ROOT
 
     runs = REPO_ROOT / "runs"
-    watched = not runs.exists() and not request.node.get_closest_marker("e2e")
+    watched = not runs.exists()
     yield
     if watched and runs.exists():
         shutil.rmtree(runs, ignore_errors=True)  # it did not exist before this test: nothing of the user's is in it

@@ -18,6 +18,7 @@ os.environ.pop("COLUMNS", None)
 
 from benchmark.engine.boundary import UNSANDBOXED_ENV, bwrap_works
 from benchmark.grading.tasks import load_task
+from benchmark.paths import REPO_ROOT
 from benchmark.rl.tiny_lm import build_char_tokenizer, build_tiny_model
 from benchmark.workload import load_workload
 
@@ -39,8 +40,6 @@ if importlib.util.find_spec("vllm") is None:
 def leaves_the_repository_runs_alone():
     """The repository's runs/ is the user's store: a test that makes it has used the default store by mistake.
     The end-to-end journeys are watched too: they run the users' commands, but on a store of their own."""
-    from benchmark.paths import REPO_ROOT
-
     runs = REPO_ROOT / "runs"
     watched = not runs.exists()
     yield

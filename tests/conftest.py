@@ -29,6 +29,10 @@ if not bwrap_works():
         raise RuntimeError("bubblewrap is required here (REPLAYBENCH_REQUIRE_SANDBOX=1): apt-get install bubblewrap")
     os.environ[UNSANDBOXED_ENV] = "1"
 
+# A test of what the boundary itself holds: without bubblewrap there is no such boundary to test.
+needs_bubblewrap = pytest.mark.skipif(os.environ.get(UNSANDBOXED_ENV) == "1",
+                                      reason="no bubblewrap on this machine: apt-get install bubblewrap")
+
 torch.set_num_threads(1)  # the runs' default: reproducible, and fast on small shared machines
 
 # tests/vllm_engine/ needs vLLM, which has an environment of its own (`make test-vllm` builds .venv-vllm).

@@ -12,6 +12,7 @@ from types import MappingProxyType
 
 import numpy as np
 import pytest
+from conftest import needs_bubblewrap
 
 from benchmark.engine.boundary import sandbox_mode
 from benchmark.engine.ledger import PendingGroup, build_rollouts, strategy_seed
@@ -24,8 +25,7 @@ from benchmark.workload import LimitsConfig
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 UNPRIVILEGED_PASS = "REPLAYBENCH_TEST_ENGINE_UNPRIVILEGED"
 
-pytestmark = pytest.mark.skipif(os.environ.get("REPLAYBENCH_UNSANDBOXED") == "1",
-                                reason="no bubblewrap on this machine: apt-get install bubblewrap")
+pytestmark = needs_bubblewrap
 
 
 def one_group() -> list:

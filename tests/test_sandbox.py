@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import small_workload
+from conftest import needs_bubblewrap, small_workload
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from benchmark.engine.ledger import strategy_seed
@@ -177,13 +177,11 @@ def test_the_engine_never_unpickles_what_the_box_sends(monkeypatch):
 
 
 @pytest.mark.slow
+@needs_bubblewrap
 def test_the_box_sees_neither_the_store_the_home_other_entries_nor_the_engines_environment(
         tiny_checkpoint, isolated_runs, monkeypatch, tmp_path):
-    from benchmark.engine.boundary import sandbox_mode
     from benchmark.paths import SUBMISSIONS_DIR
 
-    if sandbox_mode() == "none":
-        pytest.skip("no bubblewrap on this machine: apt-get install bubblewrap")
     secrets = [isolated_runs / "mlflow.db", Path.home() / ".bashrc", SUBMISSIONS_DIR / "example_entry" / "strategy.py"]
     (isolated_runs / "mlflow.db").touch()
     secrets = [p for p in secrets if p.is_file()]
@@ -232,6 +230,7 @@ def test_the_limits_are_the_workloads_and_part_of_the_runs_identity():
 
 
 @pytest.mark.slow
+@needs_bubblewrap
 def test_a_hostile_run_leaves_the_store_and_the_runs_before_it_as_they_were(tiny_checkpoint, isolated_runs):
     """The review's forgery: a box that remounts its root read-write, unmounts what hides the store and rewrites
     the summary.json of every earlier run of the store. The store is not in the box at all; the earlier run's

@@ -1,14 +1,24 @@
 import dataclasses
 import hashlib
 import importlib.util
+import atexit
 import os
 import shutil
+import tempfile
 
 import pytest
 
 # The suite checks behaviour, not bits across machines: it computes with the native kernels, about 1.6x faster than
 # the portable ones runs pin by default (benchmark/kernels.py; tests/test_kernels.py checks the pinning itself).
 os.environ.setdefault("REPLAYBENCH_KERNELS", "native")
+
+# The suite never touches a user's store, whatever the shell exports (REPLAYBENCH_RUNS_DIR naming a campaign's
+# store, MLFLOW_TRACKING_URI a team's server): the default store of every test process is a temp folder of its own,
+# set before the engine reads it at import. A test that needs a store of its own still takes isolated_runs.
+TEST_STORE = tempfile.mkdtemp(prefix="replaybench-test-store-")
+atexit.register(shutil.rmtree, TEST_STORE, ignore_errors=True)
+os.environ["REPLAYBENCH_RUNS_DIR"] = TEST_STORE
+os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{TEST_STORE}/mlflow.db"
 
 import torch  # noqa: E402
 
@@ -42,8 +52,9 @@ if importlib.util.find_spec("vllm") is None:
 
 @pytest.fixture(autouse=True)
 def leaves_the_repository_runs_alone():
-    """The repository's runs/ is the user's store: a test that makes it has used the default store by mistake.
-    The end-to-end journeys are watched too: they run the users' commands, but on a store of their own."""
+    """The repository's runs/ is the user's store: a test that makes it has named that folder by mistake (the
+    default store is redirected above). The end-to-end journeys are watched too: they run the users' commands, but
+    on a store of their own."""
     runs = REPO_ROOT / "runs"
     watched = not runs.exists()
     yield

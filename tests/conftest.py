@@ -14,11 +14,13 @@ os.environ.setdefault("REPLAYBENCH_KERNELS", "native")
 
 # The suite never touches a user's store, whatever the shell exports (REPLAYBENCH_RUNS_DIR naming a campaign's
 # store, MLFLOW_TRACKING_URI a team's server): the default store of every test process is a temp folder of its own,
-# set before the engine reads it at import. A test that needs a store of its own still takes isolated_runs.
-TEST_STORE = tempfile.mkdtemp(prefix="replaybench-test-store-")
-atexit.register(shutil.rmtree, TEST_STORE, ignore_errors=True)
-os.environ["REPLAYBENCH_RUNS_DIR"] = TEST_STORE
-os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{TEST_STORE}/mlflow.db"
+# set before the engine reads it at import. A test that needs a store of its own still takes isolated_runs. A process
+# a test starts (pytest-xdist's workers, a spawned run) imports this file again and keeps the store it was given.
+if "REPLAYBENCH_TEST_STORE" not in os.environ:
+    os.environ["REPLAYBENCH_TEST_STORE"] = tempfile.mkdtemp(prefix="replaybench-test-store-")
+    atexit.register(shutil.rmtree, os.environ["REPLAYBENCH_TEST_STORE"], ignore_errors=True)
+    os.environ["REPLAYBENCH_RUNS_DIR"] = os.environ["REPLAYBENCH_TEST_STORE"]
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{os.environ['REPLAYBENCH_TEST_STORE']}/mlflow.db"
 
 import torch  # noqa: E402
 

@@ -1,7 +1,7 @@
+import atexit
 import dataclasses
 import hashlib
 import importlib.util
-import atexit
 import os
 import shutil
 import tempfile
@@ -17,10 +17,10 @@ os.environ.setdefault("REPLAYBENCH_KERNELS", "native")
 # set before the engine reads it at import. A test that needs a store of its own still takes isolated_runs. A process
 # a test starts (pytest-xdist's workers, a spawned run) imports this file again and keeps the store it was given.
 if "REPLAYBENCH_TEST_STORE" not in os.environ:
-    os.environ["REPLAYBENCH_TEST_STORE"] = tempfile.mkdtemp(prefix="replaybench-test-store-")
-    atexit.register(shutil.rmtree, os.environ["REPLAYBENCH_TEST_STORE"], ignore_errors=True)
-    os.environ["REPLAYBENCH_RUNS_DIR"] = os.environ["REPLAYBENCH_TEST_STORE"]
-    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{os.environ['REPLAYBENCH_TEST_STORE']}/mlflow.db"
+    test_store = tempfile.mkdtemp(prefix="replaybench-test-store-")
+    atexit.register(shutil.rmtree, test_store, ignore_errors=True)
+    os.environ.update(REPLAYBENCH_TEST_STORE=test_store, REPLAYBENCH_RUNS_DIR=test_store,
+                      MLFLOW_TRACKING_URI=f"sqlite:///{test_store}/mlflow.db")
 
 import torch  # noqa: E402
 

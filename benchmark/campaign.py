@@ -158,11 +158,11 @@ def load_campaign(path: str | Path) -> Campaign:
 
 def _unknown_names(campaign: Campaign) -> list[str]:
     """Entries that are neither a baseline nor a submission folder, variants on workloads the campaign lacks."""
-    from benchmark.submission import load_baselines
+    from benchmark.submission import load_baselines, submission_folder
 
     baselines = load_baselines().entries
     named = campaign.entries + [v.entry for v in campaign.variants]
     problems = [f"entry {n!r} is neither a baseline nor a submission folder" for n in dict.fromkeys(named)
-                if n not in baselines and not Path(n, "submission.yaml").is_file()]
+                if n not in baselines and submission_folder(n) is None]
     return problems + [f"variant of {v.entry}: workload {w} is not the campaign's" for v in campaign.variants
                        for w in v.workloads if w not in campaign.workloads]

@@ -38,7 +38,7 @@ from pydantic import (
 
 from benchmark import schema
 from benchmark.errors import UserError
-from benchmark.paths import BASELINES_DIR
+from benchmark.paths import BASELINES_DIR, REPO_ROOT
 from benchmark.strategy import check_params, declared_defaults, declared_params
 from benchmark.workload import LOSSES, PositiveNumber, Workload, load_workload
 
@@ -240,6 +240,15 @@ class Submission:
                     "the constructor names buffer_size")
         instead = f", not the constructor's{theirs}" if constructor != default else ""
         return f"buffer_size: not set, {workload.name}'s default {default} (its strategy_defaults) applies{instead}"
+
+
+def submission_folder(name: str | Path) -> Path | None:
+    """The submission folder a name gives: from the working directory, else from the repository's root (how a
+    campaign file names its entries, e.g. submissions/example_entry); None when neither holds a submission.yaml."""
+    for folder in (Path(name), REPO_ROOT / name):
+        if (folder / "submission.yaml").is_file():
+            return folder
+    return None
 
 
 def load_submission(folder: str | Path) -> Submission:

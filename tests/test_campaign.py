@@ -68,6 +68,18 @@ def test_a_campaign_file_is_checked_against_its_workloads(tmp_path, tiny_checkpo
                                                                    "workloads": ["elsewhere"]}]))
 
 
+def test_a_campaign_names_a_submission_from_the_repositorys_root_wherever_it_is_run(
+        tmp_path, tiny_checkpoint, two_seed_campaigns, monkeypatch):
+    from benchmark.cli.tune import entry_of
+
+    workload = tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11])
+    monkeypatch.chdir(tmp_path)  # not the repository
+    file = campaign_file(tmp_path, workload, entries=["on_policy", "submissions/example_entry"])
+    assert load_campaign(file).entries[-1] == "submissions/example_entry"
+    entry, isolated = entry_of("submissions/example_entry")
+    assert isolated and entry.name == "example_entry"
+
+
 def test_seeds_per_arm_is_at_least_the_power_analysis_floor(tmp_path, tiny_checkpoint):
     workload = tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11])
     with pytest.raises(CampaignError, match="seeds_per_arm must be at least 10"):

@@ -18,7 +18,7 @@ from benchmark.leaderboard import LeaderboardError
 from benchmark.leaderboard.files import json_values, write_atomic
 from benchmark.leaderboard.targets import REFERENCE, load_target
 from benchmark.leaderboard.tuning import pick, trial_statistics
-from benchmark.submission import load_baselines, load_submission
+from benchmark.submission import load_baselines, load_submission, submission_folder
 
 
 def add_parsers(subparsers) -> None:
@@ -38,8 +38,9 @@ def entry_of(name_or_folder: str):
     baselines = load_baselines().entries
     if name_or_folder in baselines:
         return baselines[name_or_folder], False
-    if Path(name_or_folder, "submission.yaml").is_file():
-        return load_submission(name_or_folder), True
+    folder = submission_folder(name_or_folder)
+    if folder is not None:
+        return load_submission(folder), True
     raise UserError(f"{name_or_folder} is neither a baseline ({', '.join(baselines)}) nor a submission folder")
 
 

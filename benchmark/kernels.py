@@ -26,24 +26,37 @@ PORTABLE_MKL = "COMPATIBLE"
 _PINNED: dict[str, str] = {}  # what `pin` set in this process (not what the user set by hand)
 
 
-def _cpu_flags() -> set[str]:
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields in /proc/cpuinfo; empty where there is no such file."""
+    fields: dict[str, str] = {}
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
-        pass
-    return set()
+        return fields
+    for line in lines:
+        if not line.strip() and fields:
+            break
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def _cpu_flags() -> set[str]:
+    return set(_cpuinfo().get("flags", "").split())
 
 
 def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
+    return _cpuinfo().get("model name") or platform.processor() or platform.machine() or "unknown"
+
+
+def cpu_id() -> str:
+    """Vendor, family, model and stepping: which kind of CPU it is, where the model name may be only "AMD EPYC"."""
+    info = _cpuinfo()
+    if "vendor_id" not in info:
+        return ""
+    return " ".join([info["vendor_id"], *(f"{label} {info[key]}" for key, label in
+                                          (("cpu family", "family"), ("model", "model"), ("stepping", "stepping"))
+                                          if key in info)])
 
 
 def wanted() -> str:
@@ -77,5 +90,5 @@ def in_force() -> dict:
     aten = torch.backends.cpu.get_cpu_capability()
     mkl = os.environ.get("MKL_CBWR", "off")
     portable = aten.lower() == PORTABLE_ATEN and mkl.split(",")[0].strip().upper() == PORTABLE_MKL
-    return {"kernels": "portable" if portable else "native", "cpu": cpu_model(), "aten_capability": aten,
-            "mkl_cbwr": mkl}
+    return {"kernels": "portable" if portable else "native", "cpu": cpu_model(), "cpu_id": cpu_id(),
+            "aten_capability": aten, "mkl_cbwr": mkl}

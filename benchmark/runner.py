@@ -203,7 +203,8 @@ def _drive(spec: RunSpec, executor, config: dict, task, task_versions: dict, ckp
     w = spec.workload
     tags = _tags(spec, task)
     machine = kernels.in_force()
-    tags.update({f"{TAG}cpu": machine["cpu"], f"{TAG}aten_capability": machine["aten_capability"],
+    tags.update({f"{TAG}cpu": machine["cpu"], f"{TAG}cpu_id": machine["cpu_id"],
+                 f"{TAG}aten_capability": machine["aten_capability"],
                  f"{TAG}mkl_cbwr": machine["mkl_cbwr"]})
     params = {**config, "code_version": code_version(), "kernels": machine["kernels"],
               "start_checkpoint_sha256": executor.start_info["weights_sha256"],

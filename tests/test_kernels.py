@@ -57,8 +57,22 @@ def test_every_run_records_its_kernels_and_cpu(tiny_checkpoint, isolated_runs):
     here = kernels.in_force()
     assert recorded.params["kernels"] == here["kernels"] == "native"  # the suite runs native (conftest)
     assert recorded.tags["replaybench.cpu"] == kernels.cpu_model() != ""
+    assert recorded.tags["replaybench.cpu_id"] == kernels.cpu_id()
     assert recorded.tags["replaybench.aten_capability"] == here["aten_capability"]
     assert [r.kernels for r in finished_runs("arith-tiny")] == ["native"]
+
+
+def test_the_cpu_is_named_by_vendor_family_model_and_stepping(tmp_path, monkeypatch):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 49\n"
+                    "model name\t: AMD EPYC\nstepping\t: 0\nflags\t\t: fpu avx2 fma\n\n"
+                    "processor\t: 1\nvendor_id\t: GenuineIntel\nmodel name\t: other\n")
+    real_path = kernels.Path
+    monkeypatch.setattr(kernels, "Path", lambda p: info if p == "/proc/cpuinfo" else real_path(p))
+    assert kernels.cpu_id() == "AuthenticAMD family 23 model 49 stepping 0"
+    assert kernels.cpu_model() == "AMD EPYC" and kernels._cpu_flags() == {"fpu", "avx2", "fma"}
+    monkeypatch.setattr(kernels, "Path", lambda p: tmp_path / "no such file")
+    assert kernels.cpu_id() == "" and kernels._cpu_flags() == set()
 
 
 def test_make_baselines_computes_with_the_kernels_of_the_published_reference_runs():
@@ -94,7 +108,9 @@ def test_baselines_say_which_runs_reproduce_the_published_ones_digit_for_digit(t
         folder.mkdir(parents=True)
         (folder / "run.json").write_text(json.dumps({
             "run_id": run_id, "start_time": 1, "params": params,
-            "tags": {"replaybench.seed": str(seed), "replaybench.status": "finished"}}))
+            "tags": {"replaybench.seed": str(seed), "replaybench.status": "finished",
+                     **({"replaybench.cpu": "AMD EPYC", "replaybench.cpu_id": "AuthenticAMD family 23 model 49"}
+                        if seed == 0 else {})}}))
         (folder / "summary.json").write_text(json.dumps({"eval_curve": curve}))
     drifted = [*curve[:2], {"compute": 20.0, "accuracy": 0.504}]
     rows = reproduction_rows([{"strategy": "on_policy", "config": config, "seed": 0, "eval_curve": curve},
@@ -103,6 +119,8 @@ def test_baselines_say_which_runs_reproduce_the_published_ones_digit_for_digit(t
     assert [r["same"] for r in rows] == [True, False, None]
     assert rows[1]["first_difference"] == 2 and rows[1]["published_run_id"] == "published1"
     assert rows[1]["published"] == "native kernels, CPU not recorded"  # a run from before the record
+    assert rows[0]["published"] == "native kernels, AMD EPYC (AuthenticAMD family 23 model 49)"
+    assert rows[0]["mine"].endswith(f"{kernels.cpu_model()}" + (f" ({kernels.cpu_id()})" if kernels.cpu_id() else ""))
 
 
 def test_the_trainer_takes_the_fused_adamw_with_the_portable_kernels_only(monkeypatch):

@@ -303,7 +303,8 @@ def reproduction_rows(summaries: list[dict], board_dir: Path) -> list[dict]:
     rows = []
     for s in matchable:
         shipped = published.get(run_key(s["config"], s["seed"]))
-        row = {"run": f"{s['strategy']} seed {s['seed']}", "mine": f"{here['kernels']} kernels, {here['cpu']}"}
+        row = {"run": f"{s['strategy']} seed {s['seed']}",
+               "mine": machine_label(here["kernels"], here["cpu"], here["cpu_id"])}
         if shipped is None:
             rows.append({**row, "same": None, "published": "no published run of this configuration and seed"})
             continue
@@ -314,9 +315,14 @@ def reproduction_rows(summaries: list[dict], board_dir: Path) -> list[dict]:
             first = min(len(ours), len(theirs))
         rows.append({**row, "same": first is None, "first_difference": first, "evaluations": len(theirs),
                      "published_run_id": shipped["run_id"],
-                     "published": f"{shipped['params'].get('kernels', 'native')} kernels, "
-                                  f"{shipped['tags'].get(TAG + 'cpu', 'CPU not recorded')}"})
+                     "published": machine_label(shipped["params"].get("kernels", "native"),
+                                                shipped["tags"].get(TAG + "cpu", "CPU not recorded"),
+                                                shipped["tags"].get(TAG + "cpu_id", ""))})
     return rows
+
+
+def machine_label(kernels: str, cpu: str, cpu_id: str) -> str:
+    return f"{kernels} kernels, {cpu}" + (f" ({cpu_id})" if cpu_id else "")
 
 
 def print_reproduction(summaries: list[dict]) -> None:

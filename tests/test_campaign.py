@@ -265,6 +265,16 @@ def test_a_campaign_board_before_any_target_is_one_clear_message(tmp_path, tiny_
     assert not (tmp_path / "board").exists()
 
 
+def test_a_campaign_board_with_no_scored_run_yet_points_at_the_campaign():
+    from benchmark.leaderboard.render import store_notes
+
+    file = "leaderboard/campaigns/trial.yaml"
+    notes = " ".join(store_notes({"entries": [], "workloads": {}, "campaign": {"file": file}}))
+    assert f"replaybench campaign status {file}" in notes and f"replaybench campaign run {file}" in notes
+    assert "import-runs" not in notes and "replaybench baselines" not in notes  # they would not rank anything here
+    assert "replaybench baselines" in " ".join(store_notes({"entries": [], "workloads": {}}))
+
+
 def test_a_superseded_campaigns_runs_are_marked_and_its_workloads_wait_for_the_campaign_in_force():
     """v3.2 supersedes v3 and v3.1: the board lists their runs as superseded; a workload only a campaign scores is not
     advised a freeze-target of its own."""

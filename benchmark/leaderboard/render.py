@@ -231,7 +231,12 @@ def store_notes(results: dict) -> list[str]:
             notes.append(f"{w}: this store holds {total - missing} of the {total} reference runs that set the target "
                          f"({d['target_file']}, frozen from the published runs): entries are scored against that "
                          "target all the same; the published board with its runs is leaderboard/index.html")
-    if not results["entries"]:
+    campaign = results.get("campaign")
+    if not results["entries"] and campaign:
+        notes.append(f"no entry is ranked yet: this store holds none of the campaign's scored runs; `replaybench "
+                     f"campaign status {campaign['file']}` says which runs are left, `replaybench campaign run "
+                     f"{campaign['file']}` makes them")
+    elif not results["entries"]:
         notes.append(f"no entry is ranked yet: `{IMPORT_RUNS}` loads the published board's runs (seconds), "
                      "`replaybench baselines` runs the reference (4 seeds), `replaybench submit submissions/<entry>` "
                      "an entry")

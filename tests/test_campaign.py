@@ -219,6 +219,26 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     findings = (tmp_path / "campaign-board" / "FINDINGS.md").read_text()
     assert "the CPU tier (tiny-campaign v2)" in findings and "`fifo_uniform (5,3) N=48`: replay ratio" in findings
     assert "Made by the campaign trial" in findings and "Confirmation on fresh seeds" in findings
+    # the reference's scored run made again by this engine, set beside its shipped twin; not the campaign's
+    capsys.readouterr()
+    assert main(["campaign", "reproduce", str(file), "--seeds", "1", "--jobs", "1"]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert "1 of 1 identical digit for digit" in said
+    again = [r for r in finished_runs("tiny-campaign") if r.run_id not in {x.run_id for x in runs}]
+    assert [(r.strategy, r.seed, r.campaign) for r in again] == [("on_policy", 1, None)]
+
+
+def test_a_campaign_made_again_needs_its_runs_and_its_own_seeds(tmp_path, tiny_checkpoint, two_seed_campaigns,
+                                                                 isolated_runs, capsys):
+    from benchmark.cli import main
+
+    file = campaign_file(tmp_path, tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11]))
+    for args, message in ((["--seeds", "0", "7"], "seeds 7 are not scored seeds of tiny-campaign"),
+                          (["--workloads", "other"], "other: not a workload of the campaign trial"),
+                          ([], "this store holds none of the campaign trial's runs: `replaybench leaderboard "
+                               "import-runs`")):
+        assert main(["campaign", "reproduce", str(file), *args]) == 2
+        assert message in " ".join(capsys.readouterr().err.split())
 
 
 def test_every_committed_campaign_precedes_the_runs_it_names():

@@ -7,7 +7,15 @@ from pathlib import Path
 
 from benchmark.campaign import PHASES, Campaign, CampaignError, load_campaign, superseded
 from benchmark.cli.options import console
-from benchmark.cli.runs import add_jobs_option, jobs_of, run_all, time_estimate, track_tags, wall_seconds_per_unit
+from benchmark.cli.runs import (
+    add_jobs_option,
+    jobs_of,
+    print_reproduction,
+    run_all,
+    time_estimate,
+    track_tags,
+    wall_seconds_per_unit,
+)
 from benchmark.cli.tune import entry_of, picked, trial_specs
 from benchmark.leaderboard.store import finished_runs
 from benchmark.leaderboard.targets import REFERENCE, freeze_target, load_target, target_path
@@ -33,6 +41,15 @@ def add_parsers(subparsers) -> None:
                                        "interrupted) with the published board, listed by phase")
     ship.add_argument("file", type=Path)
     ship.set_defaults(func=cmd_ship)
+    again = sub.add_parser("reproduce", help="make the reference's scored runs again on some of the campaign's "
+                                             "scored seeds, each set beside its shipped run digit for digit",
+                           epilog="the campaign's runs first: replaybench leaderboard import-runs")
+    again.add_argument("file", type=Path)
+    again.add_argument("--seeds", type=int, nargs="+", metavar="S",
+                       help="scored seeds to make again (default: each workload's first 2)")
+    again.add_argument("--workloads", nargs="+", metavar="W", help="only these of the campaign's workloads")
+    add_jobs_option(again)
+    again.set_defaults(func=cmd_reproduce, executor="sim")
 
 
 def on_release(campaign: Campaign) -> bool:
@@ -328,6 +345,54 @@ def cmd_status(args) -> int:
         console.print("left, of the phases that can be planned now: " + time_estimate(left_all, jobs_of(args)))
     console.print(forecast(campaign, jobs_of(args)))
     return 0
+
+
+def reproduction_specs(campaign: Campaign, seeds: list[int] | None, workloads: list[str] | None) -> list[tuple]:
+    """The reference at its scored configuration on each workload (its pick, read from the campaign's tuning runs
+    in this store), on the given scored seeds; untagged: a run made again is not the campaign's."""
+    from benchmark.runner import RunSpec
+
+    names = {name_of(w): w for w in campaign.workloads}
+    unknown = sorted(set(workloads or []) - set(names))
+    if unknown:
+        raise CampaignError(f"{', '.join(unknown)}: not a workload of the campaign {campaign.name} "
+                            f"({', '.join(names)})")
+    chosen = {}
+    for name, workload in names.items():
+        scored = campaign.workloads[workload].scored_seeds
+        if not workloads or name in workloads:
+            chosen[workload] = scored[:2] if seeds is None else seeds
+        if set(chosen.get(workload, [])) - set(scored):
+            raise CampaignError(f"seeds {', '.join(map(str, sorted(set(chosen[workload]) - set(scored))))} are not "
+                                f"scored seeds of {name} in the campaign {campaign.name} (those are "
+                                f"{', '.join(map(str, scored))})")
+    done = campaign_runs(campaign)
+    if not done:
+        raise CampaignError(f"this store holds none of the campaign {campaign.name}'s runs: `replaybench leaderboard "
+                            "import-runs` loads the shipped ones (seconds)")
+    out = []
+    for workload, workload_seeds in chosen.items():
+        try:
+            entry, isolated = _pick(campaign, done, workload, REFERENCE)
+        except Waiting as wait:
+            raise CampaignError(f"{wait}: nothing to make again yet") from None
+        w = entry.workload_for(workload, overrides=campaign.workloads[workload].overrides)
+        out += [(RunSpec(w, entry.strategy, entry.strategy_params(), seed, isolated=isolated, name=entry.name,
+                         tags=track_tags(entry.track)),
+                 f"{w.name} {REFERENCE} ({w.pipeline.workers},{w.pipeline.trainers}) seed {seed}")
+                for seed in workload_seeds]
+    return out
+
+
+def cmd_reproduce(args) -> int:
+    """The campaign's reference runs made again by this checkout's engine, each beside its shipped twin: the
+    published rows are computed from the shipped runs, so a twin equal digit for digit reproduces its share."""
+    campaign = load_campaign(args.file)
+    require_kernels(campaign)
+    runs = reproduction_specs(campaign, args.seeds, args.workloads)
+    outcomes = run_all(runs, jobs_of(args))
+    print_reproduction([o for o in outcomes if isinstance(o, dict)])
+    return 1 if any(isinstance(o, Exception) for o in outcomes) else 0
 
 
 def started_runs(campaign: Campaign) -> dict[str, list[str]]:

@@ -349,7 +349,8 @@ def doc_commands() -> list[tuple[str, str]]:
 # What a synopsis's placeholders stand for when it is parsed (`--workload W`, `<your_entry>`, `FILE.jsonl`).
 METAVARIABLES = {"W": "arith-tiny", "T": "buffer", "N": "2", "NAME": "example_entry", "FILE.jsonl": "x.jsonl",
                  "D": "leaderboard", "DIR": "leaderboard", "UNITS": "100000", "HEX": "00ff", "P": "8",
-                 "PATH_OR_HUB_ID": "tasks/arith_tiny/checkpoint", "FILE": "leaderboard/campaigns/v3.2.yaml"}
+                 "PATH_OR_HUB_ID": "tasks/arith_tiny/checkpoint", "FILE": "leaderboard/campaigns/v3.2.yaml",
+                 "S": "0"}
 
 
 def placeholders(command: str) -> list[str]:

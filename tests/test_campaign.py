@@ -251,12 +251,11 @@ def test_every_committed_campaign_precedes_the_runs_it_names():
         committed = subprocess.run(["git", "log", "--diff-filter=A", "--format=%ct", "--", str(path)], cwd=REPO_ROOT,
                                    capture_output=True, text=True).stdout.split()
         assert committed, f"{path} is not committed"
-        name = yaml.safe_load(path.read_text())["name"]
+        campaign = load_campaign(path)
         for record in (LEADERBOARD_DIR / RUNS_FOLDER).glob("*/run.json"):
             run = json.loads(record.read_text())
-            if run["tags"].get("replaybench.campaign", "").startswith(f"{name}/"):
+            if run["tags"].get("replaybench.campaign", "").startswith(f"{campaign.name}/"):
                 assert run["start_time"] / 1000 > int(committed[-1]), (path, run["run_id"])
-                campaign = load_campaign(path)
                 assert run["params"]["code_version"] == campaign.release, (path, run["run_id"])
                 assert run["params"].get("kernels", "native") == campaign.kernels, (path, run["run_id"])
 

@@ -16,6 +16,7 @@ Both libraries read their setting once, when first used, so `pin` must run befor
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 from pathlib import Path
@@ -26,6 +27,7 @@ PORTABLE_MKL = "COMPATIBLE"
 _PINNED: dict[str, str] = {}  # what `pin` set in this process (not what the user set by hand)
 
 
+@functools.cache  # the CPU does not change under a process: read once, not per field asked for
 def _cpuinfo() -> dict[str, str]:
     """The first processor's fields in /proc/cpuinfo; empty where there is no such file."""
     fields: dict[str, str] = {}

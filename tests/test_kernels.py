@@ -69,6 +69,7 @@ def test_the_cpu_is_named_by_vendor_family_model_and_stepping(tmp_path, monkeypa
                     "processor\t: 1\nvendor_id\t: GenuineIntel\nmodel name\t: other\n")
     real_path = kernels.Path
     monkeypatch.setattr(kernels, "Path", lambda p: info if p == "/proc/cpuinfo" else real_path(p))
+    monkeypatch.setattr(kernels, "_cpuinfo", kernels._cpuinfo.__wrapped__)  # uncached: the cache keeps the real CPU
     assert kernels.cpu_id() == "AuthenticAMD family 23 model 49 stepping 0"
     assert kernels.cpu_model() == "AMD EPYC" and kernels._cpu_flags() == {"fpu", "avx2", "fma"}
     monkeypatch.setattr(kernels, "Path", lambda p: tmp_path / "no such file")

@@ -11,6 +11,7 @@ import yaml
 from conftest import small_overrides
 
 from benchmark.campaign import CAMPAIGNS_DIR, CampaignError, load_campaign
+from benchmark.leaderboard.render import README_START
 from benchmark.paths import REPO_ROOT
 
 RELEASE = "0123456789abcdef0123456789abcdef01234567"
@@ -226,6 +227,24 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     assert "1 of 1 identical digit for digit" in said
     again = [r for r in finished_runs("tiny-campaign") if r.run_id not in {x.run_id for x in runs}]
     assert [(r.strategy, r.seed, r.campaign) for r in again] == [("on_policy", 1, None)]
+    # published, the campaign done, into a copy of the checkout's README and docs: each gets the campaign's board
+    import shutil
+
+    import benchmark.cli.leaderboard
+    import benchmark.leaderboard.build
+
+    checkout = tmp_path / "checkout"
+    for doc in ("README.md", "docs/findings.md", "docs/workloads.md"):
+        (checkout / doc).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / doc, checkout / doc)
+    for module in (benchmark.cli.leaderboard, benchmark.leaderboard.build):
+        monkeypatch.setattr(module, "LEADERBOARD_DIR", checkout / "leaderboard")
+    assert main(["leaderboard", "build", "--campaign", str(file), "--publish"]) == 0
+    published = json.loads((checkout / "leaderboard" / "results.json").read_text())
+    assert published["campaign"]["name"] == "trial" and published["runs_folder"] == "runs"
+    assert all((checkout / "leaderboard" / "runs" / i / "run.json").is_file() for i in scored_ids)
+    assert "Made by the campaign trial" in (checkout / "README.md").read_text().split(README_START)[1]
+    assert "Made by the campaign trial" in (checkout / "docs" / "findings.md").read_text()
 
 
 def test_a_campaign_made_again_needs_its_runs_and_its_own_seeds(tmp_path, tiny_checkpoint, two_seed_campaigns,
@@ -281,6 +300,23 @@ def test_a_campaign_board_before_any_target_is_one_clear_message(tmp_path, tiny_
     assert main(["leaderboard", "build", "--campaign", str(file), "--out", str(tmp_path / "board")]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "the campaign trial has frozen no target yet" in err and "campaign status" in err
+    assert not (tmp_path / "board").exists()
+
+
+def test_a_campaign_board_is_published_only_once_the_campaign_is_done(tmp_path, tiny_checkpoint, two_seed_campaigns,
+                                                                     isolated_runs, monkeypatch, capsys):
+    import benchmark.cli.leaderboard
+    import benchmark.leaderboard.build
+    from benchmark.cli import main
+
+    for module in (benchmark.cli.leaderboard, benchmark.leaderboard.build):
+        monkeypatch.setattr(module, "LEADERBOARD_DIR", tmp_path / "board")
+    file = campaign_file(tmp_path, tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11]))
+    assert main(["leaderboard", "build", "--campaign", str(file), "--publish"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert ("the campaign trial is not done: target (2 of 2 runs left); scored (4 of 4 runs left); confirmation "
+            "(waits: the confirmation on") in err
+    assert f"campaign run {file}" in err and "no leaderboard file was changed" in err
     assert not (tmp_path / "board").exists()
 
 

@@ -328,17 +328,34 @@ def cmd_run(args) -> int:
     return 1 if failures else 0
 
 
-def cmd_status(args) -> int:
-    campaign = load_campaign(args.file)
+def phase_progress(campaign: Campaign) -> list[tuple[str, list[tuple] | None, list[tuple] | Waiting]]:
+    """Each phase with its (run spec, label) pairs and those of them left; or, in place of the left ones, what it
+    waits for, when its runs depend on runs not yet in (its pairs then None)."""
     done = campaign_runs(campaign)
-    left_all = []
+    out = []
     for phase in PHASES:
         try:
             specs = phase_specs(campaign, phase, done)
         except Waiting as wait:
-            console.print(f"{phase}: waits ({wait})")
+            out.append((phase, None, wait))
             continue
-        left = _left(specs, done)
+        out.append((phase, specs, _left(specs, done)))
+    return out
+
+
+def unfinished_phases(campaign: Campaign) -> list[str]:
+    """The phases with runs left, each as "phase (what is left)"; empty when the campaign is done."""
+    return [f"{phase} (waits: {left})" if specs is None else f"{phase} ({len(left)} of {len(specs)} runs left)"
+            for phase, specs, left in phase_progress(campaign) if specs is None or left]
+
+
+def cmd_status(args) -> int:
+    campaign = load_campaign(args.file)
+    left_all = []
+    for phase, specs, left in phase_progress(campaign):
+        if specs is None:
+            console.print(f"{phase}: waits ({left})")
+            continue
         left_all += left
         console.print(f"{phase}: {len(specs) - len(left)} of {len(specs)} runs done")
     if left_all:

@@ -49,7 +49,8 @@ def add_parsers(subparsers) -> None:
     where.add_argument("--out", type=Path, help="output folder (default: runs/leaderboard/)")
     where.add_argument("--publish", action="store_true", help="write the published board, leaderboard/")
     p.add_argument("--force", action="store_true",
-                   help="with --publish: write it even from a store without the target's reference runs")
+                   help="with --publish: write it even from a store without the target's reference runs, or "
+                        "with --campaign before the campaign is done")
     p.add_argument("--rules", type=int, choices=[2, 3],
                    help="score under this rules version (default: the one the targets were frozen with); "
                         "not with --publish")
@@ -95,6 +96,8 @@ def cmd_leaderboard(args) -> int:
                     campaign = load_campaign(args.campaign)
                 except CampaignError as exc:
                     raise LeaderboardError(str(exc)) from None
+                if args.publish and not args.force:
+                    require_done(campaign, args.campaign)
             results = build(out, args.workload, args.track, targets_dir, force=args.force, highlight=args.highlight,
                             rules=args.rules, campaign=campaign)
             print_leaderboard(results, highlight=args.highlight)
@@ -118,6 +121,19 @@ def cmd_leaderboard(args) -> int:
     except LeaderboardError as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}")
         return 2
+
+
+def require_done(campaign, file: Path) -> None:
+    """The published board is a campaign's once every phase is in: one made midway would rank what happened to be
+    finished (and replace the board in force with it)."""
+    from benchmark.cli.campaign import unfinished_phases
+
+    left = unfinished_phases(campaign)
+    if left:
+        raise LeaderboardError(
+            f"the campaign {campaign.name} is not done: {'; '.join(left)}. `replaybench campaign run {file}` makes "
+            f"the rest; meanwhile build its board elsewhere (--out DIR), or pass --force to publish it as it is; "
+            "no leaderboard file was changed")
 
 
 def warn_unmatched(err: Console, results: dict, highlight: str | None) -> None:

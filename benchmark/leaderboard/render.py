@@ -400,9 +400,10 @@ def readme_results(results: dict) -> str:
     """The README's results: the board's main columns, from the same rows as LEADERBOARD.md (never by hand)."""
     header, rows = table_rows(results)
     keep = [header.index(c) for c in README_COLUMNS if c in header]
+    made = campaign_words(results)
     out = [f"**{title(results)}**, built {results['generated'][:10]} from the runs in `leaderboard/runs/`; "
            "[LEADERBOARD.md](leaderboard/LEADERBOARD.md) has every column, the entries not ranked and the runs "
-           "excluded, `leaderboard/index.html` the plots.", "",
+           "excluded, `leaderboard/index.html` the plots." + (f" {made}." if made else ""), "",
            "| " + " | ".join(header[i] for i in keep) + " |", "|" + "|".join("---" for _ in keep) + "|"]
     out += ["| " + " | ".join(_md_cell(row[i]) for i in keep) + " |" for row in rows]
     return "\n".join(out) + "\n"

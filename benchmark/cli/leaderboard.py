@@ -132,7 +132,7 @@ def require_done(campaign, file: Path) -> None:
     if left:
         raise LeaderboardError(
             f"the campaign {campaign.name} is not done: {'; '.join(left)}. `replaybench campaign run {file}` makes "
-            f"the rest; meanwhile build its board elsewhere (--out DIR), or pass --force to publish it as it is; "
+            "the rest; meanwhile build its board elsewhere (--out DIR), or pass --force to publish it as it is; "
             "no leaderboard file was changed")
 
 

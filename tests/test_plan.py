@@ -52,8 +52,7 @@ def test_the_replay_ratio_of_every_published_fifo_run_is_the_plans_within_5_perc
 
 def test_the_updates_a_budget_pays_for_match_the_published_runs():
     """With L measured on one run, the plan predicts the trainer steps of the others, buffer or on-policy."""
-    # at the workload's own loss: an entry that changes it (m2po, asymre) changes the responses' lengths, hence L;
-    # one shipped m2po run (seed 3) took 5% fewer steps for responses 5% longer, its tokens the same
+    # at the workload's own loss (GRPO): another loss (m2po, asymre) changes the responses' lengths, hence L
     runs = [s for s in shipped_summaries()
             if s["strategy"] in ("fifo_uniform", "on_policy") and s["config"]["workload"]["grpo"]["loss"] == "grpo"]
     first = next(s for s in runs if s["strategy"] == "fifo_uniform")

@@ -161,7 +161,8 @@ def _pick(campaign: Campaign, done: dict, workload: str, name: str):
     if w.tuning.trials < 1:
         return entry, isolated
     trials = trial_specs(entry, isolated, workload, overrides)
-    finished = {(g, s): r for (w, g, s), r in done.items() if w == name_of(workload)}
+    workload_name = name_of(workload)
+    finished = {(g, s): r for (w, g, s), r in done.items() if w == workload_name}
     target = None
     if name != REFERENCE:
         if not target_path(name_of(workload), campaign.targets_dir()).is_file():
@@ -249,7 +250,8 @@ def freeze_targets(campaign: Campaign, done: dict) -> None:
 
 
 def phase_specs_for(campaign: Campaign, phase: str, done: dict, workload: str) -> list[tuple]:
-    return [(s, label) for s, label in phase_specs(campaign, phase, done) if s.workload.name == name_of(workload)]
+    workload_name = name_of(workload)
+    return [(s, label) for s, label in phase_specs(campaign, phase, done) if s.workload.name == workload_name]
 
 
 def _left(specs: list[tuple], done: dict) -> list[tuple]:

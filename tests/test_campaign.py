@@ -322,14 +322,18 @@ def test_a_campaign_board_is_published_only_once_the_campaign_is_done(tmp_path, 
     assert not (tmp_path / "board").exists()
 
 
-def test_a_campaign_board_with_no_scored_run_yet_points_at_the_campaign():
+def test_a_campaign_board_with_no_ranked_entry_yet_says_why_and_points_at_the_campaign():
     from benchmark.leaderboard.render import store_notes
 
     file = "leaderboard/campaigns/trial.yaml"
     notes = " ".join(store_notes({"entries": [], "workloads": {}, "campaign": {"file": file}}))
     assert f"replaybench campaign status {file}" in notes and f"replaybench campaign run {file}" in notes
     assert "import-runs" not in notes and "replaybench baselines" not in notes  # they would not rank anything here
+    assert "holds none of the campaign's scored runs" in notes
     assert "replaybench baselines" in " ".join(store_notes({"entries": [], "workloads": {}}))
+    halfway = " ".join(store_notes({"entries": [], "workloads": {}, "campaign": {"file": file},
+                                    "not_ranked": [{"name": "fifo_uniform"}]}))
+    assert "no entry has its scored runs on every workload yet" in halfway and "holds none" not in halfway
 
 
 def test_a_superseded_campaigns_runs_are_marked_and_its_workloads_wait_for_the_campaign_in_force():

@@ -233,9 +233,10 @@ def store_notes(results: dict) -> list[str]:
                          "target all the same; the published board with its runs is leaderboard/index.html")
     campaign = results.get("campaign")
     if not results["entries"] and campaign:
-        notes.append(f"no entry is ranked yet: this store holds none of the campaign's scored runs; `replaybench "
-                     f"campaign status {campaign['file']}` says which runs are left, `replaybench campaign run "
-                     f"{campaign['file']}` makes them")
+        holds = ("no entry has its scored runs on every workload yet" if results.get("not_ranked")
+                 else "this store holds none of the campaign's scored runs")
+        notes.append(f"no entry is ranked yet: {holds}; `replaybench campaign status {campaign['file']}` says which "
+                     f"runs are left, `replaybench campaign run {campaign['file']}` makes them")
     elif not results["entries"]:
         notes.append(f"no entry is ranked yet: `{IMPORT_RUNS}` loads the published board's runs (seconds), "
                      "`replaybench baselines` runs the reference (4 seeds), `replaybench submit submissions/<entry>` "

@@ -207,6 +207,10 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     assert board["workloads"]["tiny-campaign"]["target_file"].endswith("trial/targets/tiny-campaign.json")
     assert board["campaign"]["name"] == "trial" and board["campaign"]["runs_finished"] == len(runs)
     assert "Made by the campaign trial" in (tmp_path / "campaign-board" / "index.html").read_text()
+    assert main(["leaderboard", "build", "--campaign", str(file), "--workload", str(workload), "--out",
+                 str(tmp_path / "one-workload")]) == 0  # its one workload: the same board
+    one = json.loads((tmp_path / "one-workload" / "results.json").read_text())
+    assert [e["workloads"] for e in one["entries"]] == [e["workloads"] for e in board["entries"]]
     # the confirmed entry's claim, tested again on its confirmation seed (one seed an arm: nothing resolves)
     [row] = board["confirmation"]
     assert row["verdict"] in ("nothing to replicate", "not replicated") and len(row["run_ids"]) == 1
@@ -301,6 +305,26 @@ def test_a_campaign_board_before_any_target_is_one_clear_message(tmp_path, tiny_
     err = " ".join(capsys.readouterr().err.split())
     assert "the campaign trial has frozen no target yet" in err and "campaign status" in err
     assert not (tmp_path / "board").exists()
+
+
+def test_a_campaign_board_of_one_workload_is_one_of_the_campaigns_and_never_published(
+        tmp_path, tiny_checkpoint, two_seed_campaigns, isolated_runs, monkeypatch, capsys):
+    import benchmark.cli.leaderboard
+    import benchmark.leaderboard.build
+    from benchmark.cli import main
+
+    for module in (benchmark.cli.leaderboard, benchmark.leaderboard.build):
+        monkeypatch.setattr(module, "LEADERBOARD_DIR", tmp_path / "board")
+    workload = tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11])
+    file = campaign_file(tmp_path, workload)
+    assert main(["leaderboard", "build", "--campaign", str(file), "--workload", "arith-tiny", "--out",
+                 str(tmp_path / "one")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "arith-tiny is not a workload of the campaign trial: pick one of tiny-campaign" in err
+    assert main(["leaderboard", "build", "--campaign", str(file), "--workload", str(workload), "--publish",
+                 "--force"]) == 2
+    assert "drop --workload" in " ".join(capsys.readouterr().err.split())
+    assert not (tmp_path / "one").exists() and not (tmp_path / "board").exists()
 
 
 def test_a_campaign_board_is_published_only_once_the_campaign_is_done(tmp_path, tiny_checkpoint, two_seed_campaigns,

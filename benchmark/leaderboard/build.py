@@ -470,13 +470,19 @@ def campaign_runs(records: list[RunRecord]) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in sorted(made_for.items())}
 
 
-def score_from_campaign(campaign, track: str | None = None, rules: int | None = None) -> dict:
+def score_from_campaign(campaign, track: str | None = None, rules: int | None = None,
+                        workload: str | None = None) -> dict:
     """A campaign's board: its scored runs (made on its release, with its kernels) against the targets it froze,
-    and every run of every campaign the store holds listed by what it was for, those it supersedes included."""
+    and every run of every campaign the store holds listed by what it was for, those it supersedes included.
+    workload: that one of the campaign's workloads only (a local view; the published board has them all)."""
     from benchmark.workload import load_workload
 
     targets_dir = campaign.targets_dir()
     names = [load_workload(w).name for w in campaign.workloads]
+    if workload and workload not in names:
+        raise LeaderboardError(f"{workload} is not a workload of the campaign {campaign.name}: pick one of "
+                               f"{', '.join(names)}, or drop --workload")
+    names = [workload] if workload else names
     targets = {w: load_target(w, targets_dir) for w in names if target_path(w, targets_dir).is_file()}
     if not targets:
         raise LeaderboardError(f"the campaign {campaign.name} has frozen no target yet (its phase target): "
@@ -599,7 +605,10 @@ def build(out_dir: Path | None = None, workload: str | None = None, track: str |
     if highlight and out_dir.resolve() == LEADERBOARD_DIR.resolve():
         raise LeaderboardError("the published board is everyone's: it highlights no entry; build your local board "
                                "with --highlight (drop --publish; it goes to runs/leaderboard/)")
-    results = (score_from_campaign(campaign, track, rules) if campaign is not None
+    if campaign is not None and workload and out_dir.resolve() == LEADERBOARD_DIR.resolve():
+        raise LeaderboardError("the published board of a campaign scores every workload it names: drop --workload, "
+                               "or write the one workload's board elsewhere with --out")
+    results = (score_from_campaign(campaign, track, rules, workload) if campaign is not None
                else score_from_mlflow(workload, track, targets_dir, rules))
     missing = {w: d["target_runs_missing"] for w, d in results["workloads"].items() if d["target_runs_missing"]}
     if missing and not force and out_dir.resolve() == LEADERBOARD_DIR.resolve():

@@ -38,10 +38,11 @@ def test_a_sweeps_direction():
     assert direction([0.8, 0.9, 0.7]) == "goes both ways"
 
 
-def entry(strategy, ci, split=(6, 2), n=360, band=2, reference=False):
+def entry(strategy, ci, split=(6, 2), n=360, band=2, reference=False, name=None):
     reached = ci is not None
-    return {"strategy": strategy, "workers": split[0], "trainers": split[1], "params": {"buffer_size": n},
-            "label": f"{strategy} ({split[0]},{split[1]}) N={n}", "reference": reference, "band": band,
+    return {"strategy": strategy, "name": name or strategy, "workers": split[0], "trainers": split[1],
+            "params": {"buffer_size": n}, "label": f"{name or strategy} ({split[0]},{split[1]}) N={n}",
+            "reference": reference, "band": band,
             "rank_interval": [1, 2], "open_track": {},
             "score": {"reached": reached, "speedup_geomean": sum(ci) / 2 if reached else None,
                       "ci95": ci or [0.0, 0.0], "best_vs_target": 0.5, "best_vs_target_ci95": [0.4, 0.6]},
@@ -75,6 +76,25 @@ def test_the_parts_word_the_board_by_the_rules():
                                         "1.30 [1.20, 1.40]")
     assert Sweep("calibration.json", "replay_ratio").render(BOARD) == ("`leaderboard/calibration.json` is not "
                                                                        "beside this board")
+
+
+def test_a_campaign_boards_claims_find_each_entry_by_its_name_not_its_strategy():
+    """m2po and asymre run the fifo_uniform strategy under their own losses: the claims about FIFO still find the
+    one fifo_uniform entry, and each loss its own."""
+    from benchmark.leaderboard.findings import CAMPAIGN_CLAIMS, _any
+
+    board = Board({"workloads": {"w": {}}, "entries": [
+        entry("on_policy", [0.9, 1.0], n=90, reference=True), entry("fifo_uniform", [0.8, 1.0]),
+        entry("fifo_uniform", [1.1, 1.3], name="m2po"), entry("fifo_uniform", [0.7, 0.9], name="asymre"),
+        entry("prefer_unused", [1.0, 1.2])]}, {})
+    assert Card(_any("fifo_uniform")).render(board).startswith("`fifo_uniform (6,2) N=360`: speedup 0.90")
+    assert Card(_any("m2po")).render(board).startswith("`m2po (6,2) N=360`: speedup 1.20")
+    assert Compare(((_any("prefer_unused"), _any("fifo_uniform")),)).render(board).startswith(
+        "`prefer_unused` against `fifo_uniform`, speedups: overlapping: not resolved at 1 of 1. 1.10 [1.00, 1.20] "
+        "against 0.90 [0.80, 1.00], overlapping")
+    every = " ".join(part.render(board) for claim in CAMPAIGN_CLAIMS for part in claim.measured
+                     if isinstance(part, (Card, Compare)))
+    assert "no single entry is `fifo_uniform`" not in every and "no single entry is `m2po`" not in every
 
 
 def test_publishing_the_board_writes_the_findings_from_its_results(tmp_path, monkeypatch):

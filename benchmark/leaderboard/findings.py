@@ -85,22 +85,24 @@ def worded(claim: dict) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Pick:
-    """A board entry by what the paper varies: its strategy, split (W,T) and buffer size N (None: it has none)."""
+    """A board entry by what the paper varies: its name (a baseline's is its strategy's; an entry of another loss,
+    m2po or asymre, runs the fifo_uniform strategy under its own name), split (W,T) and buffer size N (None: it has
+    none)."""
 
-    strategy: str
+    name: str
     split: tuple[int, int] | None = (6, 2)  # None: whatever its tuning picked (a campaign's board holds it once)
     buffer_size: int | None = 360
 
     def matches(self, entry: dict) -> bool:
         if self.split is None:
-            return entry["strategy"] == self.strategy
-        return (entry["strategy"], (entry["workers"], entry["trainers"]), entry["params"].get("buffer_size")) == (
-            self.strategy, self.split, self.buffer_size)
+            return entry["name"] == self.name
+        return (entry["name"], (entry["workers"], entry["trainers"]), entry["params"].get("buffer_size")) == (
+            self.name, self.split, self.buffer_size)
 
     def parts(self) -> dict[str, str]:
         if self.split is None:
-            return {"strategy": f"`{self.strategy}`", "split": "", "N": ""}
-        return {"strategy": f"`{self.strategy}`", "split": f"({self.split[0]},{self.split[1]})",
+            return {"strategy": f"`{self.name}`", "split": "", "N": ""}
+        return {"strategy": f"`{self.name}`", "split": f"({self.split[0]},{self.split[1]})",
                 "N": "" if self.buffer_size is None else f"N={self.buffer_size}"}
 
     def missing(self) -> str:
@@ -181,15 +183,16 @@ class Compare:
                 rows.append((x if ex is None else y).missing())
                 continue
             same = " ".join(v for k, v in x.parts().items() if k not in differs and v)
+            same += ": " if same else ""  # a campaign's pair: one entry each, nothing else in common
             claim = board.claim(ex, ey) if board.v3 else None
             if claim:
                 verdicts.append(claim["verdict"])
-                rows.append(f"{same}: {claim['speedup']:.2f} [{claim['ci95'][0]:.2f}, {claim['ci95'][1]:.2f}] times "
+                rows.append(f"{same}{claim['speedup']:.2f} [{claim['ci95'][0]:.2f}, {claim['ci95'][1]:.2f}] times "
                             f"as fast, {worded(claim)}")
                 continue
             verdict = between(first, ex["score"]["ci95"], second, ey["score"]["ci95"])
             verdicts.append(verdict)
-            rows.append(f"{same}: {speedup(ex)} against {speedup(ey)}, {verdict}")
+            rows.append(f"{same}{speedup(ex)} against {speedup(ey)}, {verdict}")
         kinds = ("resolved faster", "resolved slower", "not resolved") if board.v3 else (
             f"disjoint ({first} above)", f"disjoint ({second} above)", "overlapping: not resolved")
         tally = ", ".join(f"{v} at {verdicts.count(v)} of {len(verdicts)}" for v in kinds if v in verdicts)
@@ -366,12 +369,12 @@ class Variants:
             f"{v['best_accuracy']['median']:.3f}" for v in rows)
 
 
-def _any(strategy: str) -> Pick:
-    return Pick(strategy, None, None)
+def _any(name: str) -> Pick:
+    return Pick(name, None, None)
 
 
-def _against_fifo_any(strategy: str) -> Compare:
-    return Compare(((_any(strategy), _any("fifo_uniform")),))
+def _against_fifo_any(name: str) -> Compare:
+    return Compare(((_any(name), _any("fifo_uniform")),))
 
 
 FIELD_METHODS = ("fresh_anchored", "staleness_bounded", "m2po", "prompt_replay", "asymre")

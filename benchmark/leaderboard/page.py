@@ -387,14 +387,18 @@ def render_html(results: dict, highlight: str | None = None) -> str:
                      "before those runs (docs/protocols/confirmation.md).</p>"
                      + _simple_table("confirmation", list(CONFIRMATION_COLUMNS), confirmation_rows(results)))
     if results.get("campaign_runs"):
+        by_phase = results["campaign_runs"]
         parts.append('<h2 id="campaign-runs">Every run of the campaigns, by what it was for</h2>'
                      + (f'<p class="note">{_esc(campaign_words(results))}.</p>' if campaign_words(results) else "")
-                     + '<div class="scroll">'
-                     + _simple_table("campaign-runs", ["campaign / phase", "runs", "MLflow run"],
-                                     [[campaign_phase_label(results, phase), str(len(ids)), rid]
-                                      for phase, ids in results["campaign_runs"].items()
-                                      for rid in ids], code_cols=(2,), runs_folder=results.get("runs_folder"))
-                     + "</div>")
+                     + _simple_table("campaign-phases", ["campaign / phase", "runs"],
+                                     [[campaign_phase_label(results, phase), str(len(ids))]
+                                      for phase, ids in by_phase.items()]))
+        # hundreds of ids a phase: each phase's folded, as the excluded runs are
+        parts += [f'<details class="campaign-phase"><summary>{_esc(campaign_phase_label(results, phase))}: '
+                  f'{len(ids)} run{"s" if len(ids) > 1 else ""}</summary><div class="scroll">'
+                  + _simple_table(f"campaign-runs-{i}", ["MLflow run"], [[rid] for rid in ids], code_cols=(0,),
+                                  runs_folder=results.get("runs_folder")) + "</div></details>"
+                  for i, (phase, ids) in enumerate(by_phase.items())]
     for w, info in results["unscored_workloads"].items():
         then = f'run <code>{_esc(info["fix"])}</code>' if info["fix"] else _esc(info["why"])
         parts.append(f'<p class="note">Workload {_esc(w)}: {info["runs"]} runs not scored (no target); {then}.</p>')

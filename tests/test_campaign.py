@@ -197,6 +197,7 @@ def test_a_campaign_runs_its_phases_in_order_tags_every_run_and_resumes(tmp_path
     assert sum(map(len, results["campaign_runs"].values())) == len(runs)
     html = render_html(results)
     assert 'id="campaign-runs"' in html and all(r.run_id in html for r in runs)
+    assert html.count('class="campaign-phase"') == len(results["campaign_runs"])  # one folded list a phase
     # the campaign's own board: its scored runs only, against the targets it froze; the rest listed by phase
     assert main(["leaderboard", "build", "--campaign", str(file), "--out", str(tmp_path / "campaign-board")]) == 0
     board = json.loads((tmp_path / "campaign-board" / "results.json").read_text())
@@ -291,8 +292,11 @@ def test_the_board_lists_every_campaign_run_by_what_it_was_for():
         return RunRecord(run_id, "w", "s", "g", 0, "failed: x" if run_id == "r3" else "finished", "FINISHED", "buffer",
                          "1", 0, None, campaign=campaign)
 
-    records = [record("r1", "v3/scored"), record("r2", "v3/tuning"), record("r3", "v3/scored"), record("r4", None)]
-    assert campaign_runs(records) == {"v3/scored": ["r1", "r3"], "v3/tuning": ["r2"]}  # the failed one too
+    records = [record("r1", "v3/scored"), record("r2", "v3/tuning"), record("r3", "v3/scored"), record("r4", None),
+               record("r5", "v3.1/target")]
+    assert campaign_runs(records) == {"v3/scored": ["r1", "r3"], "v3/tuning": ["r2"], "v3.1/target": ["r5"]}
+    # the failed one too; campaign by campaign, each in the order it runs its phases
+    assert list(campaign_runs(records)) == ["v3/tuning", "v3/scored", "v3.1/target"]
     assert campaign_runs([record("r4", None)]) == {}
 
 

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from benchmark import tracking
+from benchmark.campaign import PHASES
 from benchmark.leaderboard import LeaderboardError, comparisons, scoring, scoring_v3
 from benchmark.leaderboard.compliance import (
     RESUMABLE_STATUSES,
@@ -462,12 +463,16 @@ def _unscored(workload: str, run_ids: list[str]) -> dict:
 
 def campaign_runs(records: list[RunRecord]) -> dict[str, list[str]]:
     """Every run a campaign made, by what it was for ("v3/scored": its replaybench.campaign tag), counted and
-    failed alike: the page lists them all."""
+    failed alike: the page lists them all, campaign by campaign, each one's phases in the order it runs them."""
     made_for: dict[str, list[str]] = {}
     for rec in records:
         if rec.campaign:
             made_for.setdefault(rec.campaign, []).append(rec.run_id)
-    return {k: sorted(v) for k, v in sorted(made_for.items())}
+
+    def in_order(tag: str) -> tuple[str, int]:
+        name, _, phase = tag.partition("/")
+        return name, PHASES.index(phase) if phase in PHASES else len(PHASES)
+    return {k: sorted(made_for[k]) for k in sorted(made_for, key=in_order)}
 
 
 def score_from_campaign(campaign, track: str | None = None, rules: int | None = None,

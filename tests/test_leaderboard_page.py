@@ -405,6 +405,8 @@ def test_the_terminal_table_marks_the_highlighted_entry(long_board):
 def test_the_published_board_highlights_nothing(capsys):
     assert main(["leaderboard", "build", "--publish", "--highlight", "anything"]) == 2  # refused before scoring
     assert "highlights no entry" in " ".join(capsys.readouterr().err.split())
+    assert main(["leaderboard", "build", "--publish", "--rules", "3"]) == 2  # a preview under other rules
+    assert "drop --rules" in " ".join(capsys.readouterr().err.split())
 
 
 def test_highlighted_entry_in_chromium(long_board, browser, tmp_path):

@@ -594,6 +594,19 @@ def local_board_dir() -> Path:
     return tracking.RUNS_DIR / "leaderboard"
 
 
+def refuse_on_the_published_board(rules: int | None, highlight: str | None, campaign_workload: str | None) -> None:
+    """What a local board may do and the published one may not, each refused with its fix."""
+    if rules:
+        raise LeaderboardError("the published board is scored under the rules its targets were frozen with: drop "
+                               "--rules, or write the preview elsewhere with --out")
+    if highlight:
+        raise LeaderboardError("the published board is everyone's: it highlights no entry; build your local board "
+                               "with --highlight (drop --publish; it goes to runs/leaderboard/)")
+    if campaign_workload:
+        raise LeaderboardError("the published board of a campaign scores every workload it names: drop --workload, "
+                               "or write the one workload's board elsewhere with --out")
+
+
 def build(out_dir: Path | None = None, workload: str | None = None, track: str | None = None,
           targets_dir: Path | None = None, force: bool = False, highlight: str | None = None,
           rules: int | None = None, campaign=None) -> dict:
@@ -604,15 +617,8 @@ def build(out_dir: Path | None = None, workload: str | None = None, track: str |
     rules: score under another rules version than the targets' (a preview of a new version; not published).
     campaign: a benchmark.campaign.Campaign whose board this is (score_from_campaign)."""
     out_dir = Path(out_dir or local_board_dir())
-    if rules and out_dir.resolve() == LEADERBOARD_DIR.resolve():
-        raise LeaderboardError("the published board is scored under the rules its targets were frozen with: drop "
-                               "--rules, or write the preview elsewhere with --out")
-    if highlight and out_dir.resolve() == LEADERBOARD_DIR.resolve():
-        raise LeaderboardError("the published board is everyone's: it highlights no entry; build your local board "
-                               "with --highlight (drop --publish; it goes to runs/leaderboard/)")
-    if campaign is not None and workload and out_dir.resolve() == LEADERBOARD_DIR.resolve():
-        raise LeaderboardError("the published board of a campaign scores every workload it names: drop --workload, "
-                               "or write the one workload's board elsewhere with --out")
+    if out_dir.resolve() == LEADERBOARD_DIR.resolve():
+        refuse_on_the_published_board(rules, highlight, workload if campaign is not None else None)
     results = (score_from_campaign(campaign, track, rules, workload) if campaign is not None
                else score_from_mlflow(workload, track, targets_dir, rules))
     missing = {w: d["target_runs_missing"] for w, d in results["workloads"].items() if d["target_runs_missing"]}

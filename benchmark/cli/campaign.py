@@ -165,9 +165,9 @@ def _pick(campaign: Campaign, done: dict, workload: str, name: str):
     finished = {(g, s): r for (w, g, s), r in done.items() if w == workload_name}
     target = None
     if name != REFERENCE:
-        if not target_path(name_of(workload), campaign.targets_dir()).is_file():
+        if not target_path(workload_name, campaign.targets_dir()).is_file():
             raise Waiting(f"{name} on {workload} waits for the target (phase target)")
-        target = load_target(name_of(workload), campaign.targets_dir())["target_accuracy"]
+        target = load_target(workload_name, campaign.targets_dir())["target_accuracy"]
     result = picked(entry, trials, finished, w.budget, target)
     if result["picked"] is None:
         raise Waiting(f"{name} on {workload} waits for its tuning trials")

@@ -101,8 +101,8 @@ class Pick:
 
     def parts(self) -> dict[str, str]:
         if self.split is None:
-            return {"strategy": f"`{self.name}`", "split": "", "N": ""}
-        return {"strategy": f"`{self.name}`", "split": f"({self.split[0]},{self.split[1]})",
+            return {"name": f"`{self.name}`", "split": "", "N": ""}
+        return {"name": f"`{self.name}`", "split": f"({self.split[0]},{self.split[1]})",
                 "N": "" if self.buffer_size is None else f"N={self.buffer_size}"}
 
     def missing(self) -> str:
@@ -167,7 +167,7 @@ class Card:
 
 @dataclasses.dataclass(frozen=True)
 class Compare:
-    """Pairs of entries that differ in one same respect (strategy, split or N): their speedup intervals side by
+    """Pairs of entries that differ in one same respect (entry name, split or N): their speedup intervals side by
     side, each pair's verdict, and the verdicts tallied."""
 
     pairs: tuple[tuple[Pick, Pick], ...]

@@ -33,11 +33,13 @@ baselines: setup
 	$(BIN)/replaybench leaderboard build
 
 # The v3 board's campaign (leaderboard/campaigns/v3.2.yaml, committed before any of its runs): every phase on its engine
-# release, from a clean checkout of it (.campaign/), resumable: stop it at any time and run it again. It says up front
-# how many runs are left of the 826 and how long they take on this machine (a run is minutes on one core), then
-# ships every run it started into leaderboard/runs/.
+# release, from a clean checkout of it (.campaign/), resumable: stop it at any time and run it again. It first loads the
+# shipped runs the store does not hold yet (a fresh clone goes on where the shipped campaign stopped), says how many
+# runs are left of the 826 and how long they take on this machine (a run is minutes on one core), then ships every
+# run it started into leaderboard/runs/.
 CAMPAIGN ?= leaderboard/campaigns/v3.2.yaml
 board: setup
+	$(BIN)/replaybench leaderboard import-runs
 	$(BIN)/replaybench campaign run $(CAMPAIGN) $(if $(JOBS),--jobs $(JOBS))
 	$(BIN)/replaybench campaign ship $(CAMPAIGN)
 

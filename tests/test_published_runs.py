@@ -71,6 +71,7 @@ def test_export_then_import_gives_each_run_its_artifacts_back(isolated_runs, tmp
     assert export_runs(board_naming(ids), tmp_path / "board") == 4
 
     runs = tmp_path / "board" / "runs"
+    assert import_runs(runs) == (0, 4)  # the store that made them holds them: nothing twice
     assert {p.name for p in (runs / BY_SHA256).iterdir()} == {
         hashlib.sha256(strategy).hexdigest() + ".py", hashlib.sha256(other).hexdigest() + ".py",
         hashlib.sha256(b"name: kestrel\n").hexdigest() + ".yaml"}  # four runs, three distinct files
@@ -80,6 +81,7 @@ def test_export_then_import_gives_each_run_its_artifacts_back(isolated_runs, tmp
 
     fresh = use_fresh_store(monkeypatch, tmp_path / "fresh")
     assert import_runs(runs) == (4, 0)
+    assert import_runs(runs) == (0, 4)
     imported = {r.data.tags[PUBLISHED_ID_TAG]: r.info.run_id for r in fresh.search_runs(
         [e.experiment_id for e in fresh.search_experiments()])}
     for rid in ids:  # names and bytes, config.json and the strategy file included

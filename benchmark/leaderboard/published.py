@@ -239,7 +239,7 @@ def _import_run(c, record: dict, artifacts: list[Path], experiments: dict[str, s
 
 
 def import_runs(folder: Path, mlflow_client=None) -> tuple[int, int]:
-    """Load every shipped run of `folder` into the MLflow store; (imported, already there)."""
+    """Load every shipped run of `folder` the MLflow store does not hold yet; (imported, already there)."""
     from benchmark.tracking import client as make_client
 
     folder = Path(folder)
@@ -249,8 +249,9 @@ def import_runs(folder: Path, mlflow_client=None) -> tuple[int, int]:
                                f"leaderboard/{RUNS_FOLDER}/)")
     c = mlflow_client or make_client()
     experiments = [e.experiment_id for e in c.search_experiments()]
-    present = {r.data.tags.get(PUBLISHED_ID_TAG) for r in (c.search_runs(experiments, max_results=50_000)
-                                                           if experiments else [])} - {None}
+    held = c.search_runs(experiments, max_results=50_000) if experiments else []
+    # a run is there when it was imported before (its published id) or made in this store (its own id)
+    present = {r.data.tags.get(PUBLISHED_ID_TAG) or r.info.run_id for r in held}
     imported, experiments = 0, {}
     with tempfile.TemporaryDirectory() as scratch:  # the restored artifacts, until MLflow has copied them
         for path in records:

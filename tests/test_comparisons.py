@@ -71,6 +71,35 @@ def test_a_frozen_reference_breaks_the_coverage_the_rules_promise():
     assert frozen["coverage"] < 0.95 - monte_carlo_margin(0.95), frozen
 
 
+def geomean_interval(rng, sds: tuple[float, ...], seeds: int) -> tuple[float, float]:
+    """A board of several workloads' interval for an entry with no effect anywhere, computed as build.py computes
+    it: each workload's Hodges-Lehmann speedup over independent resamples of both arms (scoring_v3.draws_for), their
+    geometric mean per resample, its percentile interval (scoring.interval)."""
+    resamples = scoring_v3.BOOTSTRAP_RESAMPLES
+    boots = []
+    for sd in sds:
+        reference, entry = np.exp(rng.normal(0, sd, seeds)), np.exp(rng.normal(0, sd, seeds))
+        draws = rng.integers(seeds, size=(2, resamples, seeds))
+        boots.append(comparisons.hodges_lehmann(reference[draws[0]], entry[draws[1]]))
+    return scoring.interval(scoring.geometric_mean(np.stack(boots, axis=-1)))
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sds", [(0.091, 0.091), (0.091, 0.2)], ids=["same spread", "one workload twice as noisy"])
+def test_the_score_interval_of_a_board_of_two_workloads_has_its_coverage(sds):
+    """The ranked column's interval on a board of two workloads is a bootstrap one (on a board of one workload it is
+    the Moses interval above). Hodges-Lehmann and the percentile
+    interval are equivariant under a shift and a scale of log compute, so coverage at no effect is coverage at
+    any common effect, and P(interval wholly above 1) at no effect is the false-positive rate."""
+    rng = np.random.default_rng(7)
+    intervals = np.array([geomean_interval(rng, sds, scoring_v3.SCORED_SEEDS) for _ in range(SIMULATIONS)])
+    above = float(np.mean(intervals[:, 0] > 1))
+    coverage = float(np.mean((intervals[:, 0] <= 1) & (intervals[:, 1] >= 1)))
+    print(f"two workloads, sds {sds}: coverage {coverage:.3f}, P(wholly above 1 | no effect) {above:.3f}")
+    assert above <= 0.025 + monte_carlo_margin(0.025), above
+    assert coverage >= 0.95 - monte_carlo_margin(0.95), coverage
+
+
 def test_the_interval_order_statistics_match_the_tabled_mann_whitney_critical_values():
     # Hollander & Wolfe's table, alpha = 0.05 two-sided: lower critical U = 23 for m = n = 10, 64 for 15
     assert comparisons.moses_rank(10, 10) == 24 and comparisons.moses_rank(15, 15) == 65

@@ -604,6 +604,36 @@ def test_a_run_made_by_an_engine_with_uncommitted_changes_is_refused():
     assert kestrel["workloads"][WORKLOAD]["run_ids"] == [f"clean-{s}" for s in range(4)]
 
 
+def test_a_v3_board_of_two_workloads_shows_each_workloads_interval_and_verdict():
+    """The campaign's board has two workloads: beside the geometric mean, each workload's tested interval and its
+    corrected verdict; an entry that misses the target is ordered by final accuracy, and says so."""
+    from benchmark.leaderboard.render import readme_results
+
+    records, targets = [], {}
+    for w in ("alpha", "beta"):
+        ref = [record(w, "on_policy", s, reaching_at(8 + s % 2), workers=6, trainers=2) for s in range(4)]
+        records += ref
+        targets[w] = {**frozen(ref, 8 * EVERY), "median_best_accuracy": 0.5}
+        records += [record(w, "lopsided", s, reaching_at((2 if w == "alpha" else 8) + s % 2)) for s in range(4)]
+        records += [record(w, "never", s, [0.1, 0.2, 0.3]) for s in range(4)]
+    results = build_results(records, targets, resamples=200, rules=3)
+    header, rows = table_rows(results)
+    assert header[header.index("speedup alpha"):header.index("flags")] == [
+        "speedup alpha", "vs reference on alpha (corrected p)", "speedup beta", "vs reference on beta (corrected p)"]
+    row = dict(zip(header, rows[[e["strategy"] for e in results["entries"]].index("lopsided")]))
+    beta = next(e for e in results["entries"] if e["strategy"] == "lopsided")["workloads"]["beta"]
+    assert row["speedup beta"] == "1.000 [{:.3f}, {:.3f}]".format(*beta["speedup"]["ci95"])
+    assert row["vs reference on alpha (corrected p)"].startswith("resolved faster (")
+    assert row["vs reference on beta (corrected p)"] == "not resolved (1.000)"
+    never = dict(zip(header, rows[-1]))
+    assert never["entry"] == "never" and never["speedup (geo-mean) [95% CI]"].startswith("not reached: final 0.612")
+    words = re.search(r'<p class="note">(on each workload, speedup = [^<]*)', render_html(results)).group(1)
+    assert "geometric mean" in words and "percentile-bootstrap" in words
+    assert "| speedup (geo-mean) [95% CI] | speedup alpha | speedup beta | seeds |" in readme_results(results)
+    alone = {**results, "entries": [e for e in results["entries"] if not e["reference"]]}
+    assert not any(c.startswith("vs reference") for c in table_rows(alone)[0])  # nothing to compare with
+
+
 def test_rules_v3_compare_two_samples_and_record_what_a_reviewer_needs():
     """Rules v3 on in-memory runs: the reference's scored runs are the comparison's other arm; the majority
     rule, level sensitivity, final accuracy and the corrected verdicts are in results.json."""

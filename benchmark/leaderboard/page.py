@@ -38,6 +38,7 @@ from benchmark.leaderboard.render import (
     format_compute,
     format_number,
     highlighted_keys,
+    is_verdict_column,
     lacks_reference,
     no_verdict_note,
     ranking_words,
@@ -93,7 +94,7 @@ COLUMN_CLASSES = {"band": "band", "rank [95%]": "rank", "entry": "entry", "(W,T)
 
 
 def _column_class(header: str) -> str:
-    return "c-" + COLUMN_CLASSES.get(header, "workload-speedup")
+    return "c-" + COLUMN_CLASSES.get(header, "verdict" if is_verdict_column(header) else "workload-speedup")
 
 
 def _ranking_table(results: dict, highlighted: set[str]) -> str:

@@ -32,8 +32,12 @@ def format_score(score: dict, accuracy: str = "best") -> str:
     return f"not reached: {accuracy} {score['best_vs_target']:.3f}× target [{lo:.3f}, {hi:.3f}]"
 
 
-def format_workload_speedup(record: dict) -> str:
-    return format_number(record["speedup"]["median"]) if record["reached"] else "not reached"
+def format_workload_speedup(record: dict, with_interval: bool = False) -> str:
+    if not record["reached"]:
+        return "not reached"
+    lo, hi = record["speedup"]["ci95"]
+    point = format_number(record["speedup"]["median"])
+    return f"{point} [{format_number(lo)}, {format_number(hi)}]" if with_interval and lo is not None else point
 
 
 def rules_version(results: dict) -> int:
@@ -113,6 +117,15 @@ NARROW_COLUMNS = ("band", "rank [95%]", "entry", "(W,T)", "speedup (geo-mean) [9
 VERDICT_V3 = "vs reference (corrected p)"  # rules v3's columns
 FINAL_V3 = "final acc (last 20% [95%])"
 VERDICT_COLUMNS = ("band", "rank [95%]", "perf. profile", VERDICT_V3)
+
+
+def verdict_column(workload: str) -> str:
+    """A board of several workloads: the comparison with the reference on one of them."""
+    return f"vs reference on {workload} (corrected p)"
+
+
+def is_verdict_column(header: str) -> bool:
+    return header in VERDICT_COLUMNS or header.startswith("vs reference on ")
 IMPORT_RUNS = "replaybench leaderboard import-runs"  # loads leaderboard/runs/, the published board's runs
 
 
@@ -166,6 +179,13 @@ def _final_cell(record: dict) -> str:
 
 def ranking_words(results: dict) -> str:
     """How the board is ranked, in the words of its rules version."""
+    if rules_version(results) == 3 and len(results["workloads"]) > 1:
+        return ("on each workload, speedup = Hodges-Lehmann over the reference's and the entry's scored runs, with "
+                "its distribution-free 95% interval, and the verdict the comparison with the reference, corrected "
+                "across the board (Benjamini-Hochberg); the score is the geometric mean of an entry's speedups over "
+                "the workloads, with a percentile-bootstrap 95% interval; ranked first by the workloads on which "
+                "most of its seeds reach the target, then by the score, or by final accuracy / target for those "
+                "that do not reach it; an entry's band is the first whose leader its rank interval reaches")
     if rules_version(results) == 3:
         return ("speedup = Hodges-Lehmann over the reference's and the entry's scored runs, with its distribution-"
                 "free 95% interval; the verdict is the comparison with the reference, corrected across the board "
@@ -181,7 +201,7 @@ def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     workloads = sorted(results["workloads"])
     one = workloads[0] if len(workloads) == 1 else None
     header = ["band", "rank [95%]", "entry", "(W,T)", "seeds", "speedup (geo-mean) [95% CI]", "perf. profile"]
-    v3 = rules_version(results) == 3 and bool(one)  # the comparison's verdict, the final accuracy
+    v3 = rules_version(results) == 3  # the comparisons' verdicts, the final accuracy
     if one:
         header += ["compute-to-target (median [IQR])", "best acc (median curve [IQR])", "AUC", "pass@k at best",
                    "entropy"]
@@ -189,7 +209,7 @@ def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
             header[6:6] = [VERDICT_V3]
             header.insert(len(header) - 3, FINAL_V3)
     else:
-        header += [f"speedup {w}" for w in workloads]
+        header += [c for w in workloads for c in ([f"speedup {w}"] + ([verdict_column(w)] if v3 else []))]
     header.append("flags")
     rows = []
     for e in results["entries"]:
@@ -212,11 +232,13 @@ def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
                 row[6:6] = [_verdict_cell(d)]
                 row.insert(len(row) - 3, _final_cell(d))
         else:
-            row += [format_workload_speedup(e["workloads"][w]) for w in workloads]
+            for w in workloads:
+                row += [format_workload_speedup(e["workloads"][w], with_interval=v3)]
+                row += [_verdict_cell(e["workloads"][w])] if v3 else []
         row.append("; ".join(e["flags"]))
         rows.append(row)
     if lacks_reference(results):
-        keep = [i for i, col in enumerate(header) if col not in VERDICT_COLUMNS]
+        keep = [i for i, col in enumerate(header) if not is_verdict_column(col)]
         header, rows = [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
     return header, rows
 
@@ -400,7 +422,9 @@ README_COLUMNS = ("band", "rank [95%]", "entry", "(W,T)", "speedup (geo-mean) [9
 def readme_results(results: dict) -> str:
     """The README's results: the board's main columns, from the same rows as LEADERBOARD.md (never by hand)."""
     header, rows = table_rows(results)
-    keep = [header.index(c) for c in README_COLUMNS if c in header]
+    columns = [c for c in README_COLUMNS if c in header]
+    columns[5:5] = [c for c in header if c.startswith("speedup ") and c not in README_COLUMNS]  # each workload's
+    keep = [header.index(c) for c in columns]
     made = campaign_words(results)
     out = [f"**{title(results)}**, built {results['generated'][:10]} from the runs in `leaderboard/runs/`; "
            "[LEADERBOARD.md](leaderboard/LEADERBOARD.md) has every column, the entries not ranked and the runs "

@@ -632,6 +632,16 @@ def test_a_v3_board_of_two_workloads_shows_each_workloads_interval_and_verdict()
     assert "| speedup (geo-mean) [95% CI] | speedup alpha | speedup beta | seeds |" in readme_results(results)
     alone = {**results, "entries": [e for e in results["entries"] if not e["reference"]]}
     assert not any(c.startswith("vs reference") for c in table_rows(alone)[0])  # nothing to compare with
+    # the findings read one workload at a time: its own speedup beside its own verdict, not the mean's
+    from benchmark.leaderboard.findings import AboveOne, Board, Card, _any
+
+    on_beta = Board(results, {}, on="beta")
+    assert Card(_any("lopsided")).render(on_beta).startswith(
+        "`lopsided`: speedup 1.00 [{:.2f}, {:.2f}], not resolved (corrected p 1.000".format(*beta["speedup"]["ci95"]))
+    assert Card(_any("never")).render(on_beta).startswith("`never`: speedup not reached: final 0.612× target")
+    assert AboveOne().render(on_beta).endswith("on this board: none")
+    assert AboveOne().render(Board(results, {}, on="alpha")).startswith(
+        "resolved faster than the reference (corrected) on this board: `lopsided` 3.49 [")
 
 
 def test_rules_v3_compare_two_samples_and_record_what_a_reviewer_needs():

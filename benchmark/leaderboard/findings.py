@@ -77,6 +77,26 @@ class Board:
     def claim(self, first: dict, second: dict) -> dict | None:
         return oriented(self.results.get("claims", []), first["label"], second["label"], self.workload)
 
+    def reached(self, entry: dict) -> bool:
+        """On the workload read (on a board of one, the score's: the same)."""
+        if len(self.results["workloads"]) == 1:
+            return entry["score"]["reached"]
+        return entry["workloads"][self.workload]["reached"]
+
+    def speedup(self, entry: dict) -> str:
+        """The entry's speedup with its interval: the board's score, or on a board of several workloads the one on
+        the workload read (its tested two-arm interval), the score being a mean over workloads."""
+        accuracy = "final" if self.v3 else "best"  # what orders the entries that miss the target
+        if len(self.results["workloads"]) == 1:
+            s = entry["score"]
+            return (f"{s['speedup_geomean']:.2f} [{s['ci95'][0]:.2f}, {s['ci95'][1]:.2f}]" if s["reached"]
+                    else format_score(s, accuracy))
+        d = entry["workloads"][self.workload]
+        if not d["reached"]:
+            return f"not reached: {accuracy} {d['relative_best']:.3f}× target"
+        lo, hi = d["speedup"]["ci95"]
+        return f"{d['speedup']['median']:.2f} [{lo:.2f}, {hi:.2f}]"
+
 
 def worded(claim: dict) -> str:
     """A v3 claim as the wording rule has it, with its corrected p-value and probability of improvement."""
@@ -109,11 +129,6 @@ class Pick:
         return f"no single entry is {' '.join(p for p in self.parts().values() if p)} on this board"
 
 
-def speedup(entry: dict) -> str:
-    s = entry["score"]
-    return f"{s['speedup_geomean']:.2f} [{s['ci95'][0]:.2f}, {s['ci95'][1]:.2f}]" if s["reached"] else format_score(s)
-
-
 def best_accuracy(entry: dict, workload: str) -> str:
     best = entry["workloads"][workload]["best_accuracy"]
     return f"{best['median']:.3f} [{best['q1']:.3f}, {best['q3']:.3f}]"
@@ -143,9 +158,9 @@ class Card:
         w, entries, s = board.workload, board.results["entries"], e["score"]
         d = e["workloads"][w]
         against = board.claim(e, board.reference()) if board.v3 and not e["reference"] else None
-        out = [f"`{e['label']}`" + (" (the reference)" if e["reference"] else "") + f": speedup {speedup(e)}"
+        out = [f"`{e['label']}`" + (" (the reference)" if e["reference"] else "") + f": speedup {board.speedup(e)}"
                + (f", {worded(against)} against the reference" if against else
-                  f", {against_one(s['ci95'])}" if s["reached"] and not board.v3 else "")]
+                  f", {against_one(s['ci95'])}" if board.reached(e) and not board.v3 else "")]
         band = f"band {e['band']} of {max(x['band'] for x in entries)}"
         lo, hi = e["rank_interval"]
         out.append(band + ("" if e["reference"] else f" (the reference's: {board.reference()['band']})")
@@ -154,7 +169,7 @@ class Card:
         out.append(f"best accuracy {best_accuracy(e, w)}"
                    + (", the board's highest" if d["best_accuracy"]["median"] == highest else ""))
         c = d["compute_to_target"]
-        if s["reached"]:
+        if board.reached(e):
             out.append(f"compute to target {format_compute(c['median'])} "
                        f"[{format_compute(c['q1'])}, {format_compute(c['q3'])}]")
         else:  # a best that is the first evaluation is an entry that never learns
@@ -192,7 +207,7 @@ class Compare:
                 continue
             verdict = between(first, ex["score"]["ci95"], second, ey["score"]["ci95"])
             verdicts.append(verdict)
-            rows.append(f"{same}{speedup(ex)} against {speedup(ey)}, {verdict}")
+            rows.append(f"{same}{board.speedup(ex)} against {board.speedup(ey)}, {verdict}")
         kinds = ("resolved faster", "resolved slower", "not resolved") if board.v3 else (
             f"disjoint ({first} above)", f"disjoint ({second} above)", "overlapping: not resolved")
         tally = ", ".join(f"{v} at {verdicts.count(v)} of {len(verdicts)}" for v in kinds if v in verdicts)
@@ -240,10 +255,10 @@ class AboveOne:
 
     def render(self, board: Board) -> str:
         if board.v3:
-            faster = [f"`{e['label']}` {speedup(e)}" for e in board.results["entries"] if not e["reference"]
+            faster = [f"`{e['label']}` {board.speedup(e)}" for e in board.results["entries"] if not e["reference"]
                       and (board.claim(e, board.reference()) or {}).get("verdict") == "resolved faster"]
             return "resolved faster than the reference (corrected) on this board: " + (", ".join(faster) or "none")
-        found = [f"`{e['label']}` {speedup(e)}" for e in board.results["entries"]
+        found = [f"`{e['label']}` {board.speedup(e)}" for e in board.results["entries"]
                  if e["score"]["reached"] and against_one(e["score"]["ci95"]) == "interval above 1"]
         return "speedup interval above 1 on this board: " + (", ".join(found) or "none")
 

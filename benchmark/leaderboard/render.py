@@ -117,6 +117,7 @@ NARROW_COLUMNS = ("band", "rank [95%]", "entry", "(W,T)", "speedup (geo-mean) [9
 VERDICT_V3 = "vs reference (corrected p)"  # rules v3's columns
 FINAL_V3 = "final acc (last 20% [95%])"
 VERDICT_COLUMNS = ("band", "rank [95%]", "perf. profile", VERDICT_V3)
+IMPORT_RUNS = "replaybench leaderboard import-runs"  # loads leaderboard/runs/, the published board's runs
 
 
 def verdict_column(workload: str) -> str:
@@ -126,7 +127,6 @@ def verdict_column(workload: str) -> str:
 
 def is_verdict_column(header: str) -> bool:
     return header in VERDICT_COLUMNS or header.startswith("vs reference on ")
-IMPORT_RUNS = "replaybench leaderboard import-runs"  # loads leaderboard/runs/, the published board's runs
 
 
 def lacks_reference(results: dict) -> bool:
@@ -423,7 +423,8 @@ def readme_results(results: dict) -> str:
     """The README's results: the board's main columns, from the same rows as LEADERBOARD.md (never by hand)."""
     header, rows = table_rows(results)
     columns = [c for c in README_COLUMNS if c in header]
-    columns[5:5] = [c for c in header if c.startswith("speedup ") and c not in README_COLUMNS]  # each workload's
+    if len(results["workloads"]) > 1:  # each workload's speedup after the score
+        columns[5:5] = [f"speedup {w}" for w in sorted(results["workloads"])]
     keep = [header.index(c) for c in columns]
     made = campaign_words(results)
     out = [f"**{title(results)}**, built {results['generated'][:10]} from the runs in `leaderboard/runs/`; "

@@ -43,6 +43,7 @@ from benchmark.leaderboard.render import (
     no_verdict_note,
     ranking_words,
     rules_version,
+    speedup_column,
     table_rows,
     title,
     variant_rows,
@@ -73,7 +74,7 @@ def _numeric_keys(e: dict, workloads: list[str]) -> dict:
             "seeds": min(e["workloads"][w]["n_seeds"] for w in workloads),
             "speedup (geo-mean) [95% CI]": _score_order(e["score"]),
             "perf. profile": e["performance_profile"]}
-    keys.update({f"speedup {w}": e["workloads"][w]["speedup"]["median"] if e["workloads"][w]["reached"] else None
+    keys.update({speedup_column(w): e["workloads"][w]["speedup"]["median"] if e["workloads"][w]["reached"] else None
                  for w in workloads})
     if len(workloads) == 1:
         d = e["workloads"][workloads[0]]

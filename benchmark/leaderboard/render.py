@@ -120,6 +120,11 @@ VERDICT_COLUMNS = ("band", "rank [95%]", "perf. profile", VERDICT_V3)
 IMPORT_RUNS = "replaybench leaderboard import-runs"  # loads leaderboard/runs/, the published board's runs
 
 
+def speedup_column(workload: str) -> str:
+    """A board of several workloads: the entry's speedup on one of them."""
+    return f"speedup {workload}"
+
+
 def verdict_column(workload: str) -> str:
     """A board of several workloads: the comparison with the reference on one of them."""
     return f"vs reference on {workload} (corrected p)"
@@ -209,7 +214,7 @@ def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
             header[6:6] = [VERDICT_V3]
             header.insert(len(header) - 3, FINAL_V3)
     else:
-        header += [c for w in workloads for c in ([f"speedup {w}"] + ([verdict_column(w)] if v3 else []))]
+        header += [c for w in workloads for c in ([speedup_column(w)] + ([verdict_column(w)] if v3 else []))]
     header.append("flags")
     rows = []
     for e in results["entries"]:
@@ -424,7 +429,7 @@ def readme_results(results: dict) -> str:
     header, rows = table_rows(results)
     columns = [c for c in README_COLUMNS if c in header]
     if len(results["workloads"]) > 1:  # each workload's speedup after the score
-        columns[5:5] = [f"speedup {w}" for w in sorted(results["workloads"])]
+        columns[5:5] = [speedup_column(w) for w in sorted(results["workloads"])]
     keep = [header.index(c) for c in columns]
     made = campaign_words(results)
     out = [f"**{title(results)}**, built {results['generated'][:10]} from the runs in `leaderboard/runs/`; "

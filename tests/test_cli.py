@@ -439,7 +439,7 @@ DOC_COMMANDS_RUN_ELSEWHERE = (
 )
 # The doc commands written to run as they are that CI does not run, and why.
 DOC_COMMANDS_LEFT_OUT = (
-    (r"replaybench (run|sweep|baselines|submit|warmstart|diagnose|tune|campaign run)( .*)?",
+    (r"replaybench (run|sweep|baselines|submit|warmstart|diagnose|tune|campaign (run|reproduce))( .*)?",
      "trains for minutes to hours (docs/gpus.md's Ray run: 1.5 min; tests/test_ray_executor.py covers it; "
      "warmstart also rewrites the start checkpoint; tests/test_diagnostic.py, test_tuning.py and test_campaign.py "
      "run the others on tiny workloads)"),

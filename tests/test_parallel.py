@@ -107,6 +107,37 @@ def test_ctrl_c_or_a_kill_stops_every_run_and_exits_cleanly(tiny_checkpoint, iso
         ("KILLED", "interrupted")}
 
 
+class _Updates:
+    def put(self, item):
+        pass
+
+    def cancel_join_thread(self):
+        pass
+
+
+def test_a_sigterm_stops_a_worker_at_its_runs_next_progress_report_not_where_it_lands(monkeypatch):
+    """Raised where the signal lands, the stop could break into a write to the store, whose sqlite lock then outlasts
+    the other runs' wait to record their own stop (they failed with "database is locked")."""
+    import threading
+
+    from benchmark.cli import parallel
+
+    monkeypatch.setattr(parallel, "_terminated", False)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        parallel._start_worker(_Updates(), threading.Event())
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # the handler runs here
+        except KeyboardInterrupt:
+            pytest.fail("the SIGTERM broke into whatever the worker was doing")
+        with pytest.raises(KeyboardInterrupt):  # the next run never starts
+            parallel._run_in_worker(0, spec=None)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
 def test_jobs_default_to_the_cpus_this_process_may_use():
     """A process pinned to one CPU (taskset, a scheduler's slot) runs one run at a time, whatever the machine has."""

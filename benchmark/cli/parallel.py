@@ -79,13 +79,27 @@ def interrupt(signum, frame) -> None:
 # ---- in each worker ---------------------------------------------------------------------------------
 _updates = None  # the parent's queue of (run index, compute used, trainer step, accuracy)
 _stop = None  # set by the parent (Ctrl-C, or another run's error): runs stop at their next progress report
+_terminated = False  # set by a SIGTERM to this worker: its run stops at its next progress report too
+
+
+def _terminate(signum, frame) -> None:
+    """A kill of the whole group, or of this worker: the run records that it stopped, at its next progress report.
+    Raising KeyboardInterrupt here instead would stop the run wherever it is, inside a write to the store
+    included, and the sqlite lock that write holds can then outlast the other runs' wait for it ("database is
+    locked" as they record their own stop)."""
+    global _terminated
+    _terminated = True
+
+
+def _stopping() -> bool:
+    return _terminated or _stop.is_set()
 
 
 def _start_worker(updates, stop) -> None:
     global _updates, _stop
     _updates, _stop = updates, stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle, through `stop`
-    signal.signal(signal.SIGTERM, interrupt)  # a kill of the whole group: the run records that it stopped
+    signal.signal(signal.SIGTERM, _terminate)
     # a worker's exit must not wait for the parent to read its last progress reports
     updates.cancel_join_thread()
     quiet_libraries()
@@ -93,11 +107,11 @@ def _start_worker(updates, stop) -> None:
 
 def _run_in_worker(index: int, spec: RunSpec) -> dict:
     from benchmark.runner import run
-    if _stop.is_set():  # queued before the stop and handed out after it: never started, so nothing to record
+    if _stopping():  # queued before the stop and handed out after it: never started, so nothing to record
         raise KeyboardInterrupt
 
     def progress(executor):
-        if _stop.is_set():
+        if _stopping():
             raise KeyboardInterrupt  # as an interrupt in process would: the run stays resumable, not failed
         _updates.put((index, executor.compute_used, executor.trainer_step, last_accuracy(executor)))
 

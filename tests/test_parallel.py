@@ -107,25 +107,19 @@ def test_ctrl_c_or_a_kill_stops_every_run_and_exits_cleanly(tiny_checkpoint, iso
         ("KILLED", "interrupted")}
 
 
-class _Updates:
-    def put(self, item):
-        pass
-
-    def cancel_join_thread(self):
-        pass
-
-
 def test_a_sigterm_stops_a_worker_at_its_runs_next_progress_report_not_where_it_lands(monkeypatch):
     """Raised where the signal lands, the stop could break into a write to the store, whose sqlite lock then outlasts
     the other runs' wait to record their own stop (they failed with "database is locked")."""
-    import threading
+    import multiprocessing
 
     from benchmark.cli import parallel
 
-    monkeypatch.setattr(parallel, "_terminated", False)
+    for name in ("_terminated", "_stop", "_updates"):  # the worker's state, this process's again after the test
+        monkeypatch.setattr(parallel, name, getattr(parallel, name))
+    context = multiprocessing.get_context("spawn")
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        parallel._start_worker(_Updates(), threading.Event())
+        parallel._start_worker(context.Queue(), context.Event())
         try:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.05)  # the handler runs here

@@ -644,6 +644,41 @@ def test_a_v3_board_of_two_workloads_shows_each_workloads_interval_and_verdict()
         "resolved faster than the reference (corrected) on this board: `lopsided` 3.49 [")
 
 
+def test_a_campaigns_entry_tuned_apart_on_two_workloads_is_ranked_once_at_each_workloads_pick():
+    """A campaign tunes each entry on each workload: an entry whose picks differ is still one entry on its board,
+    each workload's split shown where it ran, never two halves that each lack a workload."""
+    from benchmark.leaderboard import LeaderboardError
+    from benchmark.leaderboard.plots import _legend_label
+
+    records, targets = [], {}
+    for w, (workers, trainers) in (("alpha", (5, 3)), ("beta", (6, 2))):
+        ref = [record(w, "on_policy", s, reaching_at(8 + s % 2), workers=6, trainers=2) for s in range(4)]
+        targets[w] = {**frozen(ref, 8 * EVERY), "median_best_accuracy": 0.5}
+        records += ref + [record(w, "fifo", s, reaching_at(4 + s % 2), workers=workers, trainers=trainers)
+                          for s in range(4)]
+    by_setting = build_results(records, targets, resamples=200, rules=3)
+    assert sorted(n["reason"] for n in by_setting["not_ranked"]) == [
+        "incomplete: no finished compliant run on alpha", "incomplete: no finished compliant run on beta"]
+
+    results = build_results(records, targets, resamples=200, rules=3, tuned_per_workload=True)
+    assert results["not_ranked"] == [] and [e["name"] for e in results["entries"]] == ["fifo", "on_policy"]
+    fifo, reference = results["entries"]
+    assert (fifo["workers"], fifo["trainers"]) == (None, None) and fifo["reference"] is False
+    assert [fifo["workloads"][w]["setting"]["workers"] for w in ("alpha", "beta")] == [5, 6]
+    assert reference["reference"] and (reference["workers"], reference["trainers"]) == (6, 2)
+    assert "setting" not in reference["workloads"]["alpha"]  # the same on both: held once, as on any board
+    header, rows = table_rows(results)
+    assert [row[header.index("(W,T)")] for row in rows] == ["(5,3) · (6,2)", "(6,2)"]
+    assert _legend_label(fifo, "alpha").endswith("(5,3)") and _legend_label(fifo, "beta").endswith("(6,2)")
+    assert "(5,3) · (6,2)" in render_markdown(results) and "the split its tuning picked on each workload" in \
+        render_html(results)
+
+    other_pick = record("alpha", "fifo", 3, reaching_at(4), workers=6, trainers=2)
+    other_pick = dataclasses.replace(other_pick, run_id="x", summary={**other_pick.summary, "mlflow_run_id": "x"})
+    with pytest.raises(LeaderboardError, match="fifo on alpha have two settings"):
+        build_results(records + [other_pick], targets, resamples=200, rules=3, tuned_per_workload=True)
+
+
 def test_rules_v3_compare_two_samples_and_record_what_a_reviewer_needs():
     """Rules v3 on in-memory runs: the reference's scored runs are the comparison's other arm; the majority
     rule, level sensitivity, final accuracy and the corrected verdicts are in results.json."""

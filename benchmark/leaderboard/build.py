@@ -28,7 +28,7 @@ from benchmark.leaderboard.diagnostic import read_diagnostics, with_diagnostic_t
 from benchmark.leaderboard.files import json_values, plain_values, write_atomic
 from benchmark.leaderboard.findings import findings_block, read_calibrations, with_findings
 from benchmark.leaderboard.page import render_html
-from benchmark.leaderboard.render import render_markdown, rules_version, title, with_readme_results
+from benchmark.leaderboard.render import render_markdown, rules_version, setting_of, title, with_readme_results
 from benchmark.leaderboard.store import RunRecord, load_runs, reading_store
 from benchmark.leaderboard.targets import REFERENCE, TARGETS_DIR, available_targets, load_target, target_path
 from benchmark.leaderboard.variants import variant_claims
@@ -53,6 +53,32 @@ def _entry_identity(summary: dict, official: dict, name: str | None = None) -> t
     if choices:
         ident["open_track"] = choices
     return f"{ident.get('name', strat['name'])}@{digest(ident)[:8]}", ident
+
+
+def _campaign_key(ident: dict) -> str:
+    """A campaign's entry is its name and strategy file, ranked once: the settings its tuning picked (split, buffer
+    size, any other searched value) may differ from one workload to the next."""
+    kept = {k: ident[k] for k in ("strategy", "sha256", "name") if k in ident}
+    return f"{ident.get('name', ident['strategy'])}@{digest(kept)[:8]}"
+
+
+def _setting(ident: dict) -> dict:
+    """What an entry ran with on a workload, beyond its name and strategy file."""
+    return {"workers": ident["workers"], "trainers": ident["trainers"], "params": ident["params"],
+            "open_track": ident.get("open_track", {}), **({"sync_every": ident["sync_every"]}
+                                                          if "sync_every" in ident else {})}
+
+
+def _common_setting(settings: list[dict]) -> dict:
+    """The values every workload's setting shares: the split, or None where the workloads' differ; the parameters
+    and open-track choices they agree on."""
+    first = settings[0]
+    split = {k: first[k] if all(s[k] == first[k] for s in settings) else None for k in ("workers", "trainers")}
+    if None in split.values():
+        split = {"workers": None, "trainers": None}
+    return {**split, **{part: {k: v for k, v in first[part].items()
+                               if all(k in s[part] and s[part][k] == v for s in settings)}
+                        for part in ("params", "open_track")}}
 
 
 def _labels(names: list[str], identities: list[dict], keys: list[str]) -> list[str]:
@@ -135,7 +161,8 @@ def pooled_distribution(per_run: list[dict | None]) -> dict[str, float] | None:
 class SortedRuns:
     """The store's runs sorted for the board: each entry's compliant runs, and what is left out and why."""
 
-    entries: dict = dataclasses.field(default_factory=dict)  # key -> {"identity", "runs": {w: [rec]}, "groups"}
+    # key -> {"identity", "identities": {w: identity}, "runs": {w: [rec]}, "groups": {w: group}}
+    entries: dict = dataclasses.field(default_factory=dict)
     excluded: list = dataclasses.field(default_factory=list)
     failed_groups: dict = dataclasses.field(default_factory=dict)  # (name, group) -> its excluded runs
     previews: list = dataclasses.field(default_factory=list)  # `submit --preview` runs: beside the board, unranked
@@ -155,8 +182,11 @@ def _preview(rec: RunRecord) -> dict:
             "accuracy_curve": {"compute": [p["compute"] for p in curve], "accuracy": [p["accuracy"] for p in curve]}}
 
 
-def sort_runs(records: list[RunRecord], targets: dict[str, dict], track: str | None = None) -> SortedRuns:
-    """Every run into its entry, or out with the reason (failed, not compliant, not a scored seed, a duplicate)."""
+def sort_runs(records: list[RunRecord], targets: dict[str, dict], track: str | None = None,
+              tuned_per_workload: bool = False) -> SortedRuns:
+    """Every run into its entry, or out with the reason (failed, not compliant, not a scored seed, a duplicate).
+    tuned_per_workload: a campaign's board, whose entries are known by name (_campaign_key), each at one setting
+    on each workload."""
     ref_ids = {rid for t in targets.values() for rid in t["run_ids"]}
     # the reference's configuration, every track measured against it: its scored seeds join any track's board
     ref_groups = {t["reference"].get("group") for t in targets.values()} - {None}
@@ -180,7 +210,15 @@ def sort_runs(records: list[RunRecord], targets: dict[str, dict], track: str | N
             out.failed_groups.setdefault((rec.name or rec.strategy, rec.group), []).append(rec)
             continue
         key, ident = _entry_identity(rec.summary, target["workload_config"], rec.name)
-        entry = out.entries.setdefault(key, {"identity": ident, "runs": {}, "groups": {}})
+        if tuned_per_workload:
+            key = _campaign_key(ident)
+        entry = out.entries.setdefault(key, {"identity": ident, "identities": {}, "runs": {}, "groups": {}})
+        held = entry["identities"].setdefault(rec.workload, ident)
+        if held != ident:
+            other = next(r.run_id for r in entry["runs"][rec.workload])
+            raise LeaderboardError(f"the campaign's scored runs of {key.split('@')[0]} on {rec.workload} have two "
+                                   f"settings (runs {other} and {rec.run_id}): its tuning picks one per workload; "
+                                   "a store holding runs of another pick cannot make its board")
         entry["runs"].setdefault(rec.workload, []).append(rec)
         entry["groups"][rec.workload] = rec.group
     for entry in out.entries.values():
@@ -219,10 +257,10 @@ def _flags(entry: dict, per_w: dict, excluded: list[dict]) -> list[str]:
     return flags
 
 
-def _is_reference(ident: dict, per_w: dict, targets: dict[str, dict]) -> bool:
+def _is_reference(entry: dict, per_w: dict, targets: dict[str, dict]) -> bool:
     """The frozen runs themselves, or the same reference configuration run again (e.g. on a fresh clone)."""
-    return any(set(targets[w]["run_ids"]) & set(per_w[w].run_ids) or _reference_configuration(ident, targets[w])
-               for w in per_w)
+    return any(set(targets[w]["run_ids"]) & set(per_w[w].run_ids)
+               or _reference_configuration(entry["identities"][w], targets[w]) for w in per_w)
 
 
 def _reference_configuration(ident: dict, target: dict) -> bool:
@@ -235,16 +273,22 @@ def _entry_record(key: str, entry: dict, per_w: dict, score: scoring.EntryScore,
     ident = entry["identity"]
     if "sync_every" in ident and "sync" not in label:
         label += f" (sync every {ident['sync_every']})"
+    settings = {w: _setting(entry["identities"][w]) for w in per_w}
+    common = _common_setting(list(settings.values()))
+    workloads = {w: _workload_record(entry["groups"][w], per_w[w], entry["runs"][w], targets[w]["budget"])
+                 for w in per_w}
+    if any(s != settings[next(iter(settings))] for s in settings.values()):  # a campaign's tuning picked apart
+        for w, record in workloads.items():
+            record["setting"] = settings[w]
     return {
         "rank": score.rank, "rank_interval": score.rank_interval, "band": score.band, "key": key, "label": label,
-        "name": name, "strategy": ident["strategy"], "strategy_sha256": ident["sha256"], "params": ident["params"],
-        "workers": ident["workers"], "trainers": ident["trainers"], "open_track": ident.get("open_track", {}),
-        "reference": _is_reference(ident, per_w, targets),
+        "name": name, "strategy": ident["strategy"], "strategy_sha256": ident["sha256"], "params": common["params"],
+        "workers": common["workers"], "trainers": common["trainers"], "open_track": common["open_track"],
+        "reference": _is_reference(entry, per_w, targets),
         "score": {k: getattr(score, k) for k in ("reached", "workloads_reached", "speedup_geomean", "ci95",
                                                   "best_vs_target", "best_vs_target_ci95")},
         "performance_profile": score.performance_profile, "flags": _flags(entry, per_w, runs.excluded),
-        "workloads": {w: _workload_record(entry["groups"][w], per_w[w], entry["runs"][w], targets[w]["budget"])
-                      for w in per_w},
+        "workloads": workloads,
     }
 
 
@@ -353,7 +397,7 @@ def _reference_arms(runs: "SortedRuns", targets: dict[str, dict], resamples: int
     arms = {}
     for w, t in targets.items():
         entry = next((e for e in runs.entries.values()
-                      if w in e["runs"] and _reference_configuration(e["identity"], t)), None)
+                      if w in e["runs"] and _reference_configuration(e["identities"][w], t)), None)
         arms[w] = None if entry is None else scoring_v3.reference_arm(
             [scoring.SeedResult(r.run_id, r.seed, r.summary["eval_curve"], r.entropy) for r in entry["runs"][w]],
             scored_seeds(t), t["target_accuracy"], t["budget"], w, resamples)
@@ -373,13 +417,13 @@ def _score_workload(key: str, runs: list[RunRecord], workload: str, target: dict
 
 def build_results(records: list[RunRecord], targets: dict[str, dict], track: str | None = None,
                   resamples: int = scoring.BOOTSTRAP_RESAMPLES, tracking_uri: str | None = None,
-                  rules: int | None = None, present: set[str] | None = None) -> dict:
-    """The whole leaderboard as a dict of plain Python values (never reached: math.inf); every number traces
-    to MLflow run ids. rules: the version to score under (default: rules_in_force). present: the run ids the store
-    holds (default: those of `records`), against which the targets' runs are checked."""
+                  rules: int | None = None, present: set[str] | None = None, tuned_per_workload: bool = False) -> dict:
+    """The whole leaderboard as plain Python values (never reached: math.inf), every number traced to MLflow run
+    ids. rules: the version to score under (default: rules_in_force). present: the run ids the store holds (default:
+    those of `records`), the targets' runs checked against them. tuned_per_workload: a campaign's board (sort_runs)."""
     workloads = sorted(targets)
     rules = rules or rules_in_force(targets)
-    runs = sort_runs(records, targets, track)
+    runs = sort_runs(records, targets, track, tuned_per_workload)
     draws = {w: scoring.seed_draws(w, len(scored_seeds(targets[w])), resamples) for w in workloads}
     arms = _reference_arms(runs, targets, resamples) if rules == 3 else {}
     ranked, not_ranked = [], []
@@ -496,7 +540,8 @@ def score_from_campaign(campaign, track: str | None = None, rules: int | None = 
     with reading_store(uri):
         records = load_runs(names)
     results = build_results([r for r in records if campaign.made(r, "scored")], targets, track=track,
-                            tracking_uri=uri, rules=rules, present={r.run_id for r in records})
+                            tracking_uri=uri, rules=rules, present={r.run_id for r in records},
+                            tuned_per_workload=True)
     for w, facts in results["workloads"].items():
         facts["target_file"] = campaign_file(campaign, target_path(w, targets_dir))
     results["campaign_runs"] = campaign_runs(records)
@@ -563,7 +608,8 @@ def published_reference(workload: str, target_created: str) -> dict | None:
         if w["target_created"] != target_created:
             return None
         ref = next(e for e in published["entries"] if e["reference"])
-        return {"label": ref["label"], "workers": ref["workers"], "trainers": ref["trainers"],
+        setting = setting_of(ref, workload)
+        return {"label": ref["label"], "workers": setting["workers"], "trainers": setting["trainers"],
                 "accuracy_curve": ref["workloads"][workload]["accuracy_curve"],
                 "run_ids": ref["workloads"][workload]["run_ids"], "source": "leaderboard/results.json"}
     except (OSError, ValueError, KeyError, StopIteration):

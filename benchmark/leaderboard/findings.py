@@ -18,6 +18,7 @@ from benchmark.leaderboard.render import (
     format_score,
     replace_between,
     rules_version,
+    setting_of,
     side_of_one,
 )
 
@@ -313,7 +314,8 @@ class Params:
         e = board.entry(self.pick)
         if e is None:
             return self.pick.missing()
-        chosen = {**e["params"], **e["open_track"]}
+        setting = setting_of(e, board.workload)
+        chosen = {**setting["params"], **setting["open_track"]}
         per_run = e["workloads"][board.workload]["per_run"]
         folder = board.results.get("runs_folder", "runs")
         links = ", ".join(f"[seed {r['seed']}]({board.to_leaderboard}{folder}/{run_id}/summary.json)"

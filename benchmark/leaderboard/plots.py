@@ -7,7 +7,7 @@ import io
 import math
 from collections.abc import Container
 
-from benchmark.leaderboard.render import YOURS
+from benchmark.leaderboard.render import YOURS, split_text
 
 PLOTTED_ENTRIES = 10  # the plots show the first entries by rank (and the reference); the table lists all
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -42,8 +42,8 @@ def as_float(x) -> float:
     return math.nan if x is None else float(x)
 
 
-def _legend_label(e: dict, highlighted: Container[str] = ()) -> str:
-    split = f"({e['workers']},{e['trainers']})"
+def _legend_label(e: dict, workload: str, highlighted: Container[str] = ()) -> str:
+    split = split_text(e, workload)
     return (e["label"] + ("" if split in e["label"] else f" {split}") + (", reference" if e["reference"] else "")
             + _yours(e, highlighted))
 
@@ -80,7 +80,7 @@ def curves_plot(results: dict, workload: str, plotted: list[dict], colours: dict
         ax.fill_between(x, band["q1"], band["q3"], color=colour, alpha=0.18, linewidth=0)
         ax.plot(x, band["median"], color=colour, marker="o", markersize=_width(e, highlighted, 3),
                 linewidth=_width(e, highlighted, 1.6), linestyle="--" if e["reference"] else "-",
-                label=_legend_label(e, highlighted), gid=_mark_id("curves", workload, e, highlighted),
+                label=_legend_label(e, workload, highlighted), gid=_mark_id("curves", workload, e, highlighted),
                 zorder=2.5 if e["key"] in highlighted else 2)  # 2: a line's default
     if w.get("published_reference"):  # this store lacks the reference's runs: the published board's curve
         ref = w["published_reference"]
@@ -268,11 +268,11 @@ def distributions_plot(results: dict, workload: str, plotted: list[dict], colour
             if steps:
                 ax.step([x for x, _ in steps], [y for _, y in steps], where="mid", color=colour,
                         linewidth=_width(e, highlighted, 1.4), marker="o", markersize=2.5,
-                        label=_legend_label(e, highlighted))
+                        label=_legend_label(e, workload, highlighted))
             if "new" in dist:
                 has_new = True
                 ax.plot([new_at], [dist["new"]], marker="o", markersize=5, color=colour, linestyle="none",
-                        **({} if steps else {"label": _legend_label(e, highlighted)}))
+                        **({} if steps else {"label": _legend_label(e, workload, highlighted)}))
         ax.set_title(title, fontsize=9)
         ax.set_ylabel("fraction of trained samples", fontsize=8)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -120,6 +120,21 @@ VERDICT_COLUMNS = ("band", "rank [95%]", "perf. profile", VERDICT_V3)
 IMPORT_RUNS = "replaybench leaderboard import-runs"  # loads leaderboard/runs/, the published board's runs
 
 
+def setting_of(e: dict, workload: str) -> dict:
+    """What the entry ran with on the workload: its split, parameters and open-track choices (a campaign's tuning
+    may pick each workload's apart: then the workload's record holds them)."""
+    return e["workloads"][workload].get("setting") or {k: e[k] for k in ("workers", "trainers", "params", "open_track")}
+
+
+def split_text(e: dict, workload: str | None = None) -> str:
+    """The entry's (W,T) on the workload; without one, its split, or each workload's in the board's order where
+    they differ."""
+    if workload is None and e["workers"] is None:
+        return " · ".join(split_text(e, w) for w in sorted(e["workloads"]))
+    s = e if workload is None else setting_of(e, workload)
+    return f"({s['workers']},{s['trainers']})"
+
+
 def speedup_column(workload: str) -> str:
     """A board of several workloads: the entry's speedup on one of them."""
     return f"speedup {workload}"
@@ -190,7 +205,9 @@ def ranking_words(results: dict) -> str:
                 "across the board (Benjamini-Hochberg); the score is the geometric mean of an entry's speedups over "
                 "the workloads, with a percentile-bootstrap 95% interval; ranked first by the workloads on which "
                 "most of its seeds reach the target, then by the score, or by final accuracy / target for those "
-                "that do not reach it; an entry's band is the first whose leader its rank interval reaches")
+                "that do not reach it; an entry's band is the first whose leader its rank interval reaches"
+                + ("; (W,T) a · b: the split its tuning picked on each workload, in the columns' order"
+                   if any(e["workers"] is None for e in results["entries"]) else ""))
     if rules_version(results) == 3:
         return ("speedup = Hodges-Lehmann over the reference's and the entry's scored runs, with its distribution-"
                 "free 95% interval; the verdict is the comparison with the reference, corrected across the board "
@@ -221,7 +238,7 @@ def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
         lo, hi = e["rank_interval"]
         s = e["score"]
         name = e["label"] + (" (reference)" if e["reference"] else "")
-        row = [str(e["band"]), f"{e['rank']} [{lo}–{hi}]", name, f"({e['workers']},{e['trainers']})",
+        row = [str(e["band"]), f"{e['rank']} [{lo}–{hi}]", name, split_text(e),
                "/".join(str(e["workloads"][w]["n_seeds"]) for w in workloads),
                format_score(s, "final" if v3 else "best"),
                format_number(e["performance_profile"])]

@@ -348,6 +348,15 @@ def test_a_campaign_board_is_published_only_once_the_campaign_is_done(tmp_path, 
     assert "".join(f"`replaybench campaign run {file}`".split()) in squeezed
     assert "no leaderboard file was changed" in err
     assert not (tmp_path / "board").exists()
+    # once the published board is the campaign's, a plain --publish rebuilds it as the campaign's board
+    (tmp_path / "board").mkdir()
+    published = json.dumps({"campaign": {"name": "trial", "file": str(file)}})
+    (tmp_path / "board" / "results.json").write_text(published)
+    assert main(["leaderboard", "build", "--publish"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the published board is a campaign's: rebuilt as its board" in err
+    assert "the campaign trial is not done" in err
+    assert (tmp_path / "board" / "results.json").read_text() == published
 
 
 def test_a_campaign_board_with_no_ranked_entry_yet_says_why_and_points_at_the_campaign():

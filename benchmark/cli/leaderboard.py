@@ -89,6 +89,10 @@ def cmd_leaderboard(args) -> int:
         if action == "build":
             out = LEADERBOARD_DIR if args.publish else Path(args.out) if args.out else local_board_dir()
             campaign = None
+            if args.publish and not args.campaign:
+                args.campaign = published_campaign_file()
+                if args.campaign:
+                    err.print(f"the published board is a campaign's: rebuilt as its board (--campaign {args.campaign})")
             if args.campaign:
                 from benchmark.campaign import CampaignError, load_campaign
 
@@ -121,6 +125,18 @@ def cmd_leaderboard(args) -> int:
     except LeaderboardError as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}")
         return 2
+
+
+def published_campaign_file() -> Path | None:
+    """The campaign whose board leaderboard/ is, if any: a plain --publish rebuilds that board, never replaces it
+    with a board of every target."""
+    import json
+
+    from benchmark.paths import REPO_ROOT
+
+    results_file = LEADERBOARD_DIR / "results.json"
+    campaign = json.loads(results_file.read_text()).get("campaign") if results_file.is_file() else None
+    return REPO_ROOT / campaign["file"] if campaign else None
 
 
 def require_done(campaign, file: Path) -> None:

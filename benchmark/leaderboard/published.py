@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
 
@@ -146,15 +145,12 @@ def measurement_run_ids(board_dir: Path) -> set[str]:
 
 
 def export_runs(results: dict, board_dir: Path, mlflow_client=None) -> int:
-    """Write board_dir/runs/<id>/ for every run the board or its measurements name (and remove folders of runs
-    none names, and shared files no run names); the number of runs written."""
-    folder = Path(board_dir) / RUNS_FOLDER
+    """Write board_dir/runs/<id>/ for every run the board or its measurements name (and remove the shared files no
+    shipped run names); the number of runs written. A run once shipped stays, whatever board replaces the one that
+    named it (a campaign's board replacing the board before it): nothing published is dropped."""
     wanted = set(referenced_run_ids(results)) | measurement_run_ids(board_dir)
     written = ship_runs(sorted(wanted), board_dir, mlflow_client)
-    for stale in folder.iterdir() if folder.is_dir() else []:
-        if stale.is_dir() and stale.name not in wanted and stale.name != BY_SHA256:
-            shutil.rmtree(stale)
-    remove_unreferenced(folder)
+    remove_unreferenced(Path(board_dir) / RUNS_FOLDER)
     return written
 
 

@@ -673,6 +673,7 @@ def test_a_campaigns_entry_tuned_apart_on_two_workloads_is_ranked_once_at_each_w
     each workload's split shown where it ran, never two halves that each lack a workload."""
     from benchmark.leaderboard import LeaderboardError
     from benchmark.leaderboard.plots import _legend_label
+    from benchmark.leaderboard.render import readme_results, split_note
 
     records, targets = [], {}
     for w, (workers, trainers) in (("alpha", (5, 3)), ("beta", (6, 2))):
@@ -694,8 +695,10 @@ def test_a_campaigns_entry_tuned_apart_on_two_workloads_is_ranked_once_at_each_w
     header, rows = table_rows(results)
     assert [row[header.index("(W,T)")] for row in rows] == ["(5,3) · (6,2)", "(6,2)"]
     assert _legend_label(fifo, "alpha").endswith("(5,3)") and _legend_label(fifo, "beta").endswith("(6,2)")
-    assert "(5,3) · (6,2)" in render_markdown(results) and "the split its tuning picked on each workload" in \
-        render_html(results)
+    said = "(W,T) a · b: the split its tuning picked on each workload, in the order alpha · beta"
+    assert "(5,3) · (6,2)" in render_markdown(results) and said in render_markdown(results)
+    assert said in render_html(results) and said in readme_results(results)
+    assert split_note(by_setting) is None
 
     other_pick = record("alpha", "fifo", 3, reaching_at(4), workers=6, trainers=2)
     other_pick = dataclasses.replace(other_pick, run_id="x", summary={**other_pick.summary, "mlflow_run_id": "x"})

@@ -135,6 +135,14 @@ def split_text(e: dict, workload: str | None = None) -> str:
     return f"({s['workers']},{s['trainers']})"
 
 
+def split_note(results: dict) -> str | None:
+    """What "(W,T) a · b" means, on a board where it appears."""
+    if not any(e["workers"] is None for e in results["entries"]):
+        return None
+    return (f"(W,T) a · b: the split its tuning picked on each workload, in the order "
+            f"{' · '.join(sorted(results['workloads']))}")
+
+
 def speedup_column(workload: str) -> str:
     """A board of several workloads: the entry's speedup on one of them."""
     return f"speedup {workload}"
@@ -206,8 +214,7 @@ def ranking_words(results: dict) -> str:
                 "the workloads, with a percentile-bootstrap 95% interval; ranked first by the workloads on which "
                 "most of its seeds reach the target, then by the score, or by final accuracy / target for those "
                 "that do not reach it; an entry's band is the first whose leader its rank interval reaches"
-                + ("; (W,T) a · b: the split its tuning picked on each workload, in the columns' order"
-                   if any(e["workers"] is None for e in results["entries"]) else ""))
+                + (f"; {split_note(results)}" if split_note(results) else ""))
     if rules_version(results) == 3:
         return ("speedup = Hodges-Lehmann over the reference's and the entry's scored runs, with its distribution-"
                 "free 95% interval; the verdict is the comparison with the reference, corrected across the board "
@@ -388,6 +395,7 @@ def render_markdown(results: dict) -> str:
            + ".", "",
            "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    out += ["", split_note(results) + "."] if split_note(results) else []
     notes = store_notes(results)
     if notes:
         out += [""] + [f"Note: {n}." for n in notes]
@@ -454,6 +462,7 @@ def readme_results(results: dict) -> str:
            "excluded, `leaderboard/index.html` the plots." + (f" {made}." if made else ""), "",
            "| " + " | ".join(header[i] for i in keep) + " |", "|" + "|".join("---" for _ in keep) + "|"]
     out += ["| " + " | ".join(_md_cell(row[i]) for i in keep) + " |" for row in rows]
+    out += ["", split_note(results) + "."] if split_note(results) else []
     return "\n".join(out) + "\n"
 
 

@@ -661,8 +661,9 @@ def test_a_v3_board_of_two_workloads_shows_each_workloads_interval_and_verdict()
 
     on_beta = Board(results, {}, on="beta")
     assert Card(_any("lopsided")).render(on_beta).startswith(
-        "`lopsided`: speedup 1.00 [{:.2f}, {:.2f}], not resolved (corrected p 1.000".format(*beta["speedup"]["ci95"]))
-    assert Card(_any("never")).render(on_beta).startswith("`never`: speedup not reached: final 0.612× target")
+        "`lopsided` at (5,3): speedup 1.00 [{:.2f}, {:.2f}], not resolved (corrected p 1.000".format(
+            *beta["speedup"]["ci95"]))
+    assert Card(_any("never")).render(on_beta).startswith("`never` at (5,3): speedup not reached: final 0.612×")
     assert AboveOne().render(on_beta).endswith("on this board: none")
     assert AboveOne().render(Board(results, {}, on="alpha")).startswith(
         "resolved faster than the reference (corrected) on this board: `lopsided` 3.49 [")
@@ -699,6 +700,10 @@ def test_a_campaigns_entry_tuned_apart_on_two_workloads_is_ranked_once_at_each_w
     assert "(5,3) · (6,2)" in render_markdown(results) and said in render_markdown(results)
     assert said in render_html(results) and said in readme_results(results)
     assert split_note(by_setting) is None
+    from benchmark.leaderboard.findings import Board, Card, _any
+
+    assert Card(_any("fifo")).render(Board(results, {}, on="alpha")).startswith("`fifo` at (5,3): speedup")
+    assert Card(_any("fifo")).render(Board(results, {}, on="beta")).startswith("`fifo` at (6,2): speedup")
 
     other_pick = record("alpha", "fifo", 3, reaching_at(4), workers=6, trainers=2)
     other_pick = dataclasses.replace(other_pick, run_id="x", summary={**other_pick.summary, "mlflow_run_id": "x"})

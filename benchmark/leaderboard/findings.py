@@ -130,6 +130,15 @@ class Pick:
         return f"no single entry is {' '.join(p for p in self.parts().values() if p)} on this board"
 
 
+def ran_at(entry: dict, workload: str) -> str:
+    """" at (W,T) N=n": where the entry ran on the workload, when its label does not say (a campaign's board names
+    an entry alone, at whatever its tuning picked there)."""
+    setting = setting_of(entry, workload)
+    split = f"({setting['workers']},{setting['trainers']})"
+    size = setting["params"].get("buffer_size")
+    return "" if split in entry["label"] else f" at {split}" + ("" if size is None else f" N={size}")
+
+
 def best_accuracy(entry: dict, workload: str) -> str:
     best = entry["workloads"][workload]["best_accuracy"]
     return f"{best['median']:.3f} [{best['q1']:.3f}, {best['q3']:.3f}]"
@@ -159,7 +168,9 @@ class Card:
         w, entries, s = board.workload, board.results["entries"], e["score"]
         d = e["workloads"][w]
         against = board.claim(e, board.reference()) if board.v3 and not e["reference"] else None
-        out = [f"`{e['label']}`" + (" (the reference)" if e["reference"] else "") + f": speedup {board.speedup(e)}"
+        out = [f"`{e['label']}`{ran_at(e, w) if self.pick.split is None else ''}"
+               + (" (the reference)" if e["reference"] else "")
+               + f": speedup {board.speedup(e)}"
                + (f", {worded(against)} against the reference" if against else
                   f", {against_one(s['ci95'])}" if board.reached(e) and not board.v3 else "")]
         band = f"band {e['band']} of {max(x['band'] for x in entries)}"

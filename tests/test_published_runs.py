@@ -88,9 +88,10 @@ def test_export_then_import_gives_each_run_its_artifacts_back(isolated_runs, tmp
         assert shipped_artifacts(fresh, imported[rid]) == original[rid]
     assert set(original[ids[0]]) == {"prioritized.py", "submission.yaml", "summary.json", "config.json"}
 
-    assert export_runs(board_naming(ids[:3]), tmp_path / "board", c) == 3  # the last run is no longer named
-    assert not (runs / ids[3]).exists()
-    assert not (runs / shared_path("x.py", hashlib.sha256(other).hexdigest())).exists()  # nor its strategy
+    # the last run no longer named (a board replaced by another): it stays shipped, and its strategy file with it
+    assert export_runs(board_naming(ids[:3]), tmp_path / "board", c) == 3
+    assert (runs / ids[3] / "run.json").is_file()
+    assert (runs / shared_path("x.py", hashlib.sha256(other).hexdigest())).is_file()
     assert (runs / shared_path("x.py", hashlib.sha256(strategy).hexdigest())).is_file()
 
 

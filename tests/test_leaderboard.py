@@ -456,30 +456,6 @@ def test_the_published_board_ships_its_runs_and_they_load_into_another_store(sto
     assert rebuilt["workloads"][WORKLOAD]["target_runs_missing"] == []
 
 
-def test_publishing_a_board_keeps_every_run_an_earlier_board_shipped(tmp_path):
-    """A campaign's board replaces the board before it: that board's runs stay shipped (nothing published is
-    dropped), their shared files with them; a shared file no shipped run names goes."""
-    from mlflow.exceptions import MlflowException
-
-    from benchmark.leaderboard.published import export_runs, shared_path
-
-    earlier = tmp_path / "runs" / "an-earlier-boards-run"
-    earlier.mkdir(parents=True)
-    (earlier / "run.json").write_text(json.dumps({"run_id": earlier.name, "by_sha256": {"s.py": "ab"}}))
-    kept, orphan = tmp_path / "runs" / shared_path("s.py", "ab"), tmp_path / "runs" / shared_path("t.py", "cd")
-    kept.parent.mkdir()
-    kept.write_text("kept")
-    orphan.write_text("named by no run")
-
-    class EmptyStore:
-        def get_run(self, run_id):
-            raise MlflowException(f"no run {run_id}")
-
-    board = {"entries": [], "workloads": {}, "not_ranked": [], "excluded_runs": [{"run_id": "another"}]}
-    assert export_runs(board, tmp_path, EmptyStore()) == 0
-    assert (earlier / "run.json").is_file() and kept.is_file() and not orphan.exists()
-
-
 def test_the_distributions_are_pooled_over_seeds_and_drawn_on_the_page():
     ref = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
     fifo = [record(WORKLOAD, "fifo_uniform", s, reaching_at(6)) for s in range(4)]

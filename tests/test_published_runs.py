@@ -88,11 +88,15 @@ def test_export_then_import_gives_each_run_its_artifacts_back(isolated_runs, tmp
         assert shipped_artifacts(fresh, imported[rid]) == original[rid]
     assert set(original[ids[0]]) == {"prioritized.py", "submission.yaml", "summary.json", "config.json"}
 
-    # the last run no longer named (a board replaced by another): it stays shipped, and its strategy file with it
+    # the last run no longer named (a board replaced by another): it stays shipped, and its strategy file with it;
+    # a shared file no shipped run names goes
+    orphan = runs / shared_path("t.py", "cd")
+    orphan.write_text("named by no run")
     assert export_runs(board_naming(ids[:3]), tmp_path / "board", c) == 3
     assert (runs / ids[3] / "run.json").is_file()
     assert (runs / shared_path("x.py", hashlib.sha256(other).hexdigest())).is_file()
     assert (runs / shared_path("x.py", hashlib.sha256(strategy).hexdigest())).is_file()
+    assert not orphan.exists()
 
 
 def test_a_missing_strategy_file_is_named_and_no_run_is_half_imported(isolated_runs, tmp_path, monkeypatch):

@@ -73,12 +73,10 @@ def _common_setting(settings: list[dict]) -> dict:
     """The values every workload's setting shares: the split, or None where the workloads' differ; the parameters
     and open-track choices they agree on."""
     first = settings[0]
-    split = {k: first[k] if all(s[k] == first[k] for s in settings) else None for k in ("workers", "trainers")}
-    if None in split.values():
-        split = {"workers": None, "trainers": None}
-    return {**split, **{part: {k: v for k, v in first[part].items()
-                               if all(k in s[part] and s[part][k] == v for s in settings)}
-                        for part in ("params", "open_track")}}
+    one_split = all((s["workers"], s["trainers"]) == (first["workers"], first["trainers"]) for s in settings)
+    return {"workers": first["workers"] if one_split else None, "trainers": first["trainers"] if one_split else None,
+            **{part: {k: v for k, v in first[part].items() if all(k in s[part] and s[part][k] == v for s in settings)}
+               for part in ("params", "open_track")}}
 
 
 def _labels(names: list[str], identities: list[dict], keys: list[str]) -> list[str]:

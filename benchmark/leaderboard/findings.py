@@ -20,6 +20,7 @@ from benchmark.leaderboard.render import (
     rules_version,
     setting_of,
     side_of_one,
+    split_text,
 )
 
 FINDINGS_START = ("<!-- findings: written by `replaybench leaderboard build --publish` from leaderboard/results.json "
@@ -133,9 +134,7 @@ class Pick:
 def ran_at(entry: dict, workload: str) -> str:
     """" at (W,T) N=n": where the entry ran on the workload, when its label does not say (a campaign's board names
     an entry alone, at whatever its tuning picked there)."""
-    setting = setting_of(entry, workload)
-    split = f"({setting['workers']},{setting['trainers']})"
-    size = setting["params"].get("buffer_size")
+    split, size = split_text(entry, workload), setting_of(entry, workload)["params"].get("buffer_size")
     return "" if split in entry["label"] else f" at {split}" + ("" if size is None else f" N={size}")
 
 

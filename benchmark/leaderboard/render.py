@@ -143,6 +143,12 @@ def split_note(results: dict) -> str | None:
             f"{' · '.join(sorted(results['workloads']))}")
 
 
+def _split_note_lines(results: dict) -> list[str]:
+    """split_note as a paragraph under a markdown table, where it applies."""
+    note = split_note(results)
+    return ["", note + "."] if note else []
+
+
 def speedup_column(workload: str) -> str:
     """A board of several workloads: the entry's speedup on one of them."""
     return f"speedup {workload}"
@@ -208,13 +214,14 @@ def _final_cell(record: dict) -> str:
 def ranking_words(results: dict) -> str:
     """How the board is ranked, in the words of its rules version."""
     if rules_version(results) == 3 and len(results["workloads"]) > 1:
+        note = split_note(results)
         return ("on each workload, speedup = Hodges-Lehmann over the reference's and the entry's scored runs, with "
                 "its distribution-free 95% interval, and the verdict the comparison with the reference, corrected "
                 "across the board (Benjamini-Hochberg); the score is the geometric mean of an entry's speedups over "
                 "the workloads, with a percentile-bootstrap 95% interval; ranked first by the workloads on which "
                 "most of its seeds reach the target, then by the score, or by final accuracy / target for those "
                 "that do not reach it; an entry's band is the first whose leader its rank interval reaches"
-                + (f"; {split_note(results)}" if split_note(results) else ""))
+                + (f"; {note}" if note else ""))
     if rules_version(results) == 3:
         return ("speedup = Hodges-Lehmann over the reference's and the entry's scored runs, with its distribution-"
                 "free 95% interval; the verdict is the comparison with the reference, corrected across the board "
@@ -395,7 +402,7 @@ def render_markdown(results: dict) -> str:
            + ".", "",
            "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
-    out += ["", split_note(results) + "."] if split_note(results) else []
+    out += _split_note_lines(results)
     notes = store_notes(results)
     if notes:
         out += [""] + [f"Note: {n}." for n in notes]
@@ -462,7 +469,7 @@ def readme_results(results: dict) -> str:
            "excluded, `leaderboard/index.html` the plots." + (f" {made}." if made else ""), "",
            "| " + " | ".join(header[i] for i in keep) + " |", "|" + "|".join("---" for _ in keep) + "|"]
     out += ["| " + " | ".join(_md_cell(row[i]) for i in keep) + " |" for row in rows]
-    out += ["", split_note(results) + "."] if split_note(results) else []
+    out += _split_note_lines(results)
     return "\n".join(out) + "\n"
 
 

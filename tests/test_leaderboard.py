@@ -433,13 +433,22 @@ def test_the_published_board_ships_its_runs_and_they_load_into_another_store(sto
     monkeypatch.setattr(benchmark.leaderboard.build, "LEADERBOARD_DIR", published)
     targets = store["targets"]
     assert lb("freeze-target", "--workload", WORKLOAD, "--targets", targets) == 0
+    ref = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
+    earlier = build_results(ref, {WORKLOAD: frozen(ref, 8 * EVERY)}, resamples=200)
+    earlier = results_json({**earlier, "rules": {**earlier["rules"], "version": 1}, "runs_folder": "runs"})
+    published.mkdir()
+    (published / "results.json").write_text(earlier)  # a board in force that this one replaces: kept
     assert lb("build", "--publish", "--targets", targets) == 0
+    assert lb("build", "--publish", "--targets", targets) == 0  # the same board again: kept once
     board = json.loads((published / "results.json").read_text())
+    assert (published / "replaced" / "v1" / "results.json").read_text() == earlier
+    assert [r["board"] for r in board["replaced_boards"]] == ["v1"]
+    assert 'href="replaced/v1/"' in (published / "index.html").read_text()
     shipped = {p.name for p in (published / "runs").iterdir()}
     assert shipped == set(store["ids"].values())  # scored, held-out, excluded and failed runs alike
     scored = board["entries"][0]["workloads"][WORKLOAD]["run_ids"][0]
-    record = json.loads((published / "runs" / scored / "run.json").read_text())
-    assert record["tags"]["replaybench.seed"] and (published / "runs" / scored / "summary.json").is_file()
+    shipped_run = json.loads((published / "runs" / scored / "run.json").read_text())
+    assert shipped_run["tags"]["replaybench.seed"] and (published / "runs" / scored / "summary.json").is_file()
     assert f'href="runs/{scored}/"' in (published / "index.html").read_text()
 
     fresh = tmp_path / "fresh"
@@ -454,6 +463,57 @@ def test_the_published_board_ships_its_runs_and_they_load_into_another_store(sto
     assert [(e["label"], e["rank"], e["workloads"][WORKLOAD]["run_ids"], e["score"]) for e in rebuilt["entries"]] == [
         (e["label"], e["rank"], e["workloads"][WORKLOAD]["run_ids"], e["score"]) for e in board["entries"]]
     assert rebuilt["workloads"][WORKLOAD]["target_runs_missing"] == []
+
+
+def test_a_board_that_replaces_another_keeps_it_with_every_link_opening(tmp_path):
+    """A campaign's board published over a board of every target keeps that board in replaced/v2/: its
+    results.json byte for byte, its table and page rendered again with their links into the runs folder the
+    boards share; rebuilding the same board keeps the record; a board named alike already kept is not overwritten."""
+    from benchmark.leaderboard import LeaderboardError
+    from benchmark.leaderboard.render import readme_results
+    from benchmark.leaderboard.replaced import replaced_board_files
+
+    ref = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
+    v2 = {**build_results(ref, {WORKLOAD: frozen(ref, 8 * EVERY)}, resamples=200), "runs_folder": "runs"}
+    in_force = results_json(v2)
+    (tmp_path / "results.json").write_text(in_force)
+    campaign = {"name": "v3.2", "file": "leaderboard/campaigns/v3.2.yaml", "release": "0" * 40, "kernels": "portable",
+                "rules": 2, "seeds_per_arm": 4, "runs_made": 8, "runs_finished": 8, "supersedes": {},
+                "runs_foreign": []}
+    v3 = {**v2, "generated": "2027-01-02T00:00:00+00:00", "campaign": campaign}
+
+    records, files = replaced_board_files(v3, tmp_path)
+    assert records == [{"board": "v2", "folder": "replaced/v2", "rules": 2, "generated": v2["generated"],
+                        "code_version": v2["code_version"]}]
+    kept = tmp_path / "replaced" / "v2"
+    assert set(files) == {kept / "results.json", kept / "LEADERBOARD.md", kept / "index.html"}
+    assert files[kept / "results.json"] == in_force
+    page, md = files[kept / "index.html"], files[kept / "LEADERBOARD.md"]
+    run_links = re.findall(r'href="([^"]*runs/[^"]*)"', page)
+    assert f"../../runs/{ref[0].run_id}/" in run_links and all(h.startswith("../../runs/") for h in run_links)
+    assert 'href="../../README.md"' in page and "(../../README.md)" in md  # the rules, beside the board in force
+    said = "Replaced on 2027-01-02 by the board v3.2"
+    assert said in " ".join(page.split()) and said in md and "[the board in force](../../)" in md
+
+    v3["replaced_boards"] = records
+    generated_line = render_markdown(v3).splitlines()[2]  # the build's line, which a rebuild elsewhere lacks
+    assert "It replaces the board v2 (scoring rules v2, built " in generated_line
+    assert "kept in [replaced/v2/](replaced/v2/)" in generated_line
+    assert 'href="replaced/v2/"' in render_html(v3)
+    assert "[leaderboard/replaced/v2/](leaderboard/replaced/v2/)" in readme_results(v3)
+
+    (tmp_path / "results.json").write_text(results_json(v3))
+    assert replaced_board_files({**v3, "generated": "2027-02-01T00:00:00+00:00"}, tmp_path) == (records, {})
+    v4 = {**v3, "campaign": {**campaign, "name": "v4"}}
+    records4, files4 = replaced_board_files(v4, tmp_path)
+    assert [r["board"] for r in records4] == ["v2", "v3.2"] and tmp_path / "replaced/v3.2/index.html" in files4
+    (tmp_path / "replaced" / "v3.2").mkdir(parents=True)
+    (tmp_path / "replaced" / "v3.2" / "results.json").write_text("{}")
+    with pytest.raises(LeaderboardError, match="already keeps another board named v3.2"):
+        replaced_board_files(v4, tmp_path)
+    (tmp_path / "results.json").write_text("{")
+    with pytest.raises(LeaderboardError, match="cannot be read"):
+        replaced_board_files(v4, tmp_path)
 
 
 def test_the_distributions_are_pooled_over_seeds_and_drawn_on_the_page():

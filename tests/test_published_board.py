@@ -10,7 +10,8 @@ from benchmark.cli import main
 from benchmark.leaderboard.published import import_runs
 from benchmark.paths import LEADERBOARD_DIR, REPO_ROOT
 
-BUILD_FACTS = ("generated", "code_version", "mlflow", "runs_folder")  # when, from which code and store
+BUILD_FACTS = ("generated", "code_version", "mlflow", "runs_folder", "replaced_boards")  # when, from which code and
+# store, and what the published board replaced
 
 
 def same_numbers(a, b, rel: float = 1e-12) -> bool:

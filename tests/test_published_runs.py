@@ -133,16 +133,26 @@ def test_the_shipped_runs_hold_each_strategy_once_and_no_config_json():
     assert {f"{BY_SHA256}/{p.name}" for p in shared} == named  # none left over
 
 
-def test_every_link_of_the_page_into_the_shipped_runs_opens():
-    """Links of the committed page and of the page as this code renders it from results.json."""
-    results = read_results(LEADERBOARD_DIR / "results.json")
-    for page in ((LEADERBOARD_DIR / "index.html").read_text(), render_html(results)):
-        links = set(re.findall(r'href="(runs/[^"]*)"', page))
-        assert "runs/" in links  # the folder itself, where the page says the runs are
-        links.remove("runs/")
-        folders = {link for link in links if link.endswith("/")}
-        assert len(folders) == len(list(SHIPPED.glob("*/run.json")))  # every shipped run, by id
-        assert all((LEADERBOARD_DIR / link / "run.json").is_file() for link in folders)
-        strategies = links - folders
-        assert len(strategies) == len({e["strategy_sha256"] for e in results["entries"]})  # every entry's
-        assert all((LEADERBOARD_DIR / link).is_file() for link in strategies)
+def test_every_link_of_the_pages_into_the_shipped_runs_opens_and_they_list_every_shipped_run():
+    """Links of the committed page, of each board it replaced (replaced/<board>/), and of each page as this code
+    renders it from its results.json; between them, every shipped run is listed."""
+    from benchmark.leaderboard.replaced import REPLACED_FOLDER
+
+    boards = [LEADERBOARD_DIR, *sorted(p.parent for p in (LEADERBOARD_DIR / REPLACED_FOLDER).glob("*/index.html"))]
+    listed = set()
+    for folder in boards:
+        results = read_results(folder / "results.json")
+        if folder != LEADERBOARD_DIR:
+            results["runs_folder"] = f"../../{results['runs_folder']}"  # as the kept page is rendered
+        runs = results["runs_folder"]
+        for page in ((folder / "index.html").read_text(), render_html(results)):
+            links = set(re.findall(rf'href="({re.escape(runs)}/[^"]*)"', page))
+            assert f"{runs}/" in links  # the folder itself, where the page says the runs are
+            links.remove(f"{runs}/")
+            folders = {link for link in links if link.endswith("/")}
+            assert all((folder / link / "run.json").is_file() for link in folders)
+            listed |= {link.rstrip("/").rsplit("/", 1)[1] for link in folders}
+            strategies = links - folders
+            assert len(strategies) == len({e["strategy_sha256"] for e in results["entries"]})  # every entry's
+            assert all((folder / link).is_file() for link in strategies)
+    assert listed == {p.parent.name for p in SHIPPED.glob("*/run.json")}  # every shipped run, by id

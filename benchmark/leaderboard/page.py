@@ -42,6 +42,8 @@ from benchmark.leaderboard.render import (
     lacks_reference,
     no_verdict_note,
     ranking_words,
+    replacement_words,
+    rules_file,
     rules_version,
     speedup_column,
     table_rows,
@@ -324,7 +326,8 @@ def render_html(results: dict, highlight: str | None = None) -> str:
              'by <code>replaybench leaderboard build</code>. The same numbers are in '
              '<a href="results.json">results.json</a> and <a href="LEADERBOARD.md">LEADERBOARD.md</a>; each names '
              'the MLflow run ids it comes from (<a href="#runs-section">runs below</a>). '
-             f"Rules: {_rules_link(results)}.</p>",
+             f"Rules: {_rules_link(results)}."
+             + replacement_words(results, lambda text, path: f'<a href="{_esc(path)}">{_esc(text)}</a>') + "</p>",
              *([f'<p class="meta">{_esc(campaign_words(results))} (<a href="#campaign-runs">its runs</a>).</p>']
                if campaign_words(results) else []),
              "<h2>Ranking</h2>", _ranking_note(results),
@@ -443,7 +446,8 @@ def _lookup_words(results: dict) -> str:
 
 def _rules_link(results: dict) -> str:
     """The scoring rules: beside a published board; from a local one, the checkout's copy."""
-    return '<a href="README.md">README.md</a>' if results.get("runs_folder") else "<code>leaderboard/README.md</code>"
+    rules = rules_file(results)
+    return f'<a href="{_esc(rules)}">README.md</a>' if rules else "<code>leaderboard/README.md</code>"
 
 
 def _document(page_title: str, parts: list[str], highlighting: bool) -> str:

@@ -4,6 +4,7 @@ the cell formats the page uses too."""
 from __future__ import annotations
 
 import math
+import posixpath
 
 
 def format_number(x, fmt="{:.3f}") -> str:
@@ -393,13 +394,35 @@ def _md_cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def rules_file(results: dict) -> str | None:
+    """The scoring rules' file, relative to a published board's folder (beside its runs folder); None on a local
+    board, which names the checkout's copy."""
+    folder = results.get("runs_folder")
+    return posixpath.join(posixpath.dirname(folder), "README.md") if folder else None
+
+
+def replacement_words(results: dict, link) -> str:
+    """The boards this published board replaced, or the board that replaced it, as sentences. link(text, path):
+    a link to a path relative to the board's folder."""
+    words = "".join(f" It replaces the board {r['board']} (scoring rules v{r['rules']}, built {r['generated'][:10]}), "
+                    f"kept in {link(r['folder'] + '/', r['folder'] + '/')} with every run it names."
+                    for r in results.get("replaced_boards", []))
+    by = results.get("replaced_by")
+    if by:
+        words += (f" Replaced on {by['generated'][:10]} by the board {by['board']} "
+                  f"({link('the board in force', '../../')}): its results.json is kept here as it was published, "
+                  "this table and page rendered again from it.")
+    return words
+
+
 def render_markdown(results: dict) -> str:
     header, rows = table_rows(results)
+    rules = rules_file(results)
     out = [f"# {title(results)}", "",
            f"Generated {results['generated']} from MLflow (code {results['code_version']}) by "
            "`replaybench leaderboard build`; every number is in `results.json` with the MLflow run ids it comes "
-           "from. Rules: " + ("[README.md](README.md)" if results.get("runs_folder") else "`leaderboard/README.md`")
-           + ".", "",
+           "from. Rules: " + (f"[README.md]({rules})" if rules else "`leaderboard/README.md`") + "."
+           + replacement_words(results, lambda text, path: f"[{text}]({path})"), "",
            "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
     out += _split_note_lines(results)
@@ -466,7 +489,8 @@ def readme_results(results: dict) -> str:
     made = campaign_words(results)
     out = [f"**{title(results)}**, built {results['generated'][:10]} from the runs in `leaderboard/runs/`; "
            "[LEADERBOARD.md](leaderboard/LEADERBOARD.md) has every column, the entries not ranked and the runs "
-           "excluded, `leaderboard/index.html` the plots." + (f" {made}." if made else ""), "",
+           "excluded, `leaderboard/index.html` the plots." + (f" {made}." if made else "")
+           + replacement_words(results, lambda text, path: f"[leaderboard/{text}](leaderboard/{path})"), "",
            "| " + " | ".join(header[i] for i in keep) + " |", "|" + "|".join("---" for _ in keep) + "|"]
     out += ["| " + " | ".join(_md_cell(row[i]) for i in keep) + " |" for row in rows]
     out += _split_note_lines(results)

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from benchmark.leaderboard import LeaderboardError
-from benchmark.leaderboard.build import build, local_board_dir, score_from_mlflow
+from benchmark.leaderboard.build import build, local_board_dir, refuse_on_the_published_board, score_from_mlflow
 from benchmark.leaderboard.render import highlighted_keys, print_leaderboard
 from benchmark.leaderboard.serve import serve
 from benchmark.leaderboard.targets import REFERENCE, freeze_target, target_path
@@ -89,6 +89,8 @@ def cmd_leaderboard(args) -> int:
         if action == "build":
             out = LEADERBOARD_DIR if args.publish else Path(args.out) if args.out else local_board_dir()
             campaign = None
+            if args.publish:  # arguments the published board refuses, before the campaign's state is read
+                refuse_on_the_published_board(args.rules, args.highlight, None)
             if args.publish and not args.campaign:
                 args.campaign = published_campaign_file()
                 if args.campaign:

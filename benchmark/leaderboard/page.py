@@ -261,6 +261,7 @@ th { vertical-align: bottom; white-space: normal; background: #f0f0f0; }
 #ranking td.c-flags { white-space: normal; min-width: 7rem; }
 #ranking td.c-speedup { white-space: normal; min-width: 10.5rem; }
 #ranking td.c-pass-k { white-space: normal; min-width: 4.5rem; }
+#ranking td.c-workload-speedup, #ranking td.c-verdict { white-space: normal; min-width: 6.5rem; }
 #not-ranked td, details.excluded td:last-child { white-space: normal; }
 #ranking th { cursor: pointer; user-select: none; }
 #ranking th:hover { background: #e2e8f0; }

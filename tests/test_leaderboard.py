@@ -467,33 +467,47 @@ def test_the_published_board_ships_its_runs_and_they_load_into_another_store(sto
 
 def test_a_board_that_replaces_another_keeps_it_with_every_link_opening(tmp_path):
     """A campaign's board published over a board of every target keeps that board in replaced/v2/: its
-    results.json byte for byte, its table and page rendered again with their links into the runs folder the
-    boards share; rebuilding the same board keeps the record; a board named alike already kept is not overwritten."""
+    results.json byte for byte, its target, its table and page rendered again with their links into the runs folder
+    the boards share; rebuilding the same board keeps the record; a board named alike already kept is not
+    overwritten. The campaign's targets become the ones in force."""
     from benchmark.leaderboard import LeaderboardError
     from benchmark.leaderboard.render import readme_results
-    from benchmark.leaderboard.replaced import replaced_board_files
+    from benchmark.leaderboard.replaced import replaced_board_files, targets_in_force_files
 
     ref = [record(WORKLOAD, "on_policy", s, reaching_at(8), workers=6, trainers=2) for s in range(4)]
     v2 = {**build_results(ref, {WORKLOAD: frozen(ref, 8 * EVERY)}, resamples=200), "runs_folder": "runs"}
-    in_force = results_json(v2)
-    (tmp_path / "results.json").write_text(in_force)
+    in_force, board = results_json(v2), tmp_path / "leaderboard"
+    (board / "targets").mkdir(parents=True)
+    (board / "targets" / f"{WORKLOAD}.json").write_text("the v2 target")
+    (board / "results.json").write_text(in_force)
     campaign = {"name": "v3.2", "file": "leaderboard/campaigns/v3.2.yaml", "release": "0" * 40, "kernels": "portable",
                 "rules": 2, "seeds_per_arm": 4, "runs_made": 8, "runs_finished": 8, "supersedes": {},
                 "runs_foreign": []}
     v3 = {**v2, "generated": "2027-01-02T00:00:00+00:00", "campaign": campaign}
 
-    records, files = replaced_board_files(v3, tmp_path)
+    records, files = replaced_board_files(v3, board)
     assert records == [{"board": "v2", "folder": "replaced/v2", "rules": 2, "generated": v2["generated"],
                         "code_version": v2["code_version"]}]
-    kept = tmp_path / "replaced" / "v2"
-    assert set(files) == {kept / "results.json", kept / "LEADERBOARD.md", kept / "index.html"}
-    assert files[kept / "results.json"] == in_force
+    kept = board / "replaced" / "v2"
+    assert files == {**files, kept / "results.json": in_force, kept / "targets" / f"{WORKLOAD}.json": "the v2 target"}
+    assert set(files) == {kept / "results.json", kept / "LEADERBOARD.md", kept / "index.html",
+                          kept / "targets" / f"{WORKLOAD}.json"}
     page, md = files[kept / "index.html"], files[kept / "LEADERBOARD.md"]
     run_links = re.findall(r'href="([^"]*runs/[^"]*)"', page)
     assert f"../../runs/{ref[0].run_id}/" in run_links and all(h.startswith("../../runs/") for h in run_links)
     assert 'href="../../README.md"' in page and "(../../README.md)" in md  # the rules, beside the board in force
     said = "Replaced on 2027-01-02 by the board v3.2"
     assert said in " ".join(page.split()) and said in md and "[the board in force](../../)" in md
+
+    class Campaign:
+        def targets_dir(self):
+            return tmp_path / "campaign-targets"
+
+    (tmp_path / "campaign-targets").mkdir()
+    (tmp_path / "campaign-targets" / f"{WORKLOAD}.json").write_text("the campaign's target")
+    assert targets_in_force_files(v3, Campaign(), board) == {board / "targets" / f"{WORKLOAD}.json":
+                                                             "the campaign's target"}
+    assert targets_in_force_files(v2, None, board) == {}
 
     v3["replaced_boards"] = records
     generated_line = render_markdown(v3).splitlines()[2]  # the build's line, which a rebuild elsewhere lacks
@@ -502,18 +516,18 @@ def test_a_board_that_replaces_another_keeps_it_with_every_link_opening(tmp_path
     assert 'href="replaced/v2/"' in render_html(v3)
     assert "[leaderboard/replaced/v2/](leaderboard/replaced/v2/)" in readme_results(v3)
 
-    (tmp_path / "results.json").write_text(results_json(v3))
-    assert replaced_board_files({**v3, "generated": "2027-02-01T00:00:00+00:00"}, tmp_path) == (records, {})
+    (board / "results.json").write_text(results_json(v3))
+    assert replaced_board_files({**v3, "generated": "2027-02-01T00:00:00+00:00"}, board) == (records, {})
     v4 = {**v3, "campaign": {**campaign, "name": "v4"}}
-    records4, files4 = replaced_board_files(v4, tmp_path)
-    assert [r["board"] for r in records4] == ["v2", "v3.2"] and tmp_path / "replaced/v3.2/index.html" in files4
-    (tmp_path / "replaced" / "v3.2").mkdir(parents=True)
-    (tmp_path / "replaced" / "v3.2" / "results.json").write_text("{}")
+    records4, files4 = replaced_board_files(v4, board)
+    assert [r["board"] for r in records4] == ["v2", "v3.2"] and board / "replaced/v3.2/index.html" in files4
+    (board / "replaced" / "v3.2").mkdir(parents=True)
+    (board / "replaced" / "v3.2" / "results.json").write_text("{}")
     with pytest.raises(LeaderboardError, match="already keeps another board named v3.2"):
-        replaced_board_files(v4, tmp_path)
-    (tmp_path / "results.json").write_text("{")
+        replaced_board_files(v4, board)
+    (board / "results.json").write_text("{")
     with pytest.raises(LeaderboardError, match="cannot be read"):
-        replaced_board_files(v4, tmp_path)
+        replaced_board_files(v4, board)
 
 
 def test_the_distributions_are_pooled_over_seeds_and_drawn_on_the_page():

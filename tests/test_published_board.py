@@ -111,3 +111,16 @@ def test_the_findings_are_the_published_boards_generated_not_copied():
     assert FINDINGS_START in doc and FINDINGS_END in doc  # without them nothing would be generated, nor checked
     results = read_results(LEADERBOARD_DIR / "results.json")
     assert with_findings(doc, results, read_calibrations(LEADERBOARD_DIR)) == doc
+
+
+def test_the_targets_and_workload_files_in_force_are_the_published_boards():
+    """A plain build, a submission and its tuning score against leaderboard/targets/ and run the workload files:
+    for every workload of the published board, the target it was scored against (a campaign's own, copied there
+    when its board is published) and the workload's version."""
+    from benchmark.leaderboard.targets import TARGETS_DIR
+    from benchmark.workload import load_workload
+
+    published = json.loads((LEADERBOARD_DIR / "results.json").read_text())
+    for workload, facts in published["workloads"].items():
+        assert (TARGETS_DIR / f"{workload}.json").read_text() == (REPO_ROOT / facts["target_file"]).read_text()
+        assert load_workload(workload).version == facts["version"], f"workloads/{workload}.yaml: its version"

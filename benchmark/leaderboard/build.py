@@ -29,7 +29,7 @@ from benchmark.leaderboard.files import json_values, plain_values, write_atomic
 from benchmark.leaderboard.findings import findings_block, read_calibrations, with_findings
 from benchmark.leaderboard.page import render_html
 from benchmark.leaderboard.render import render_markdown, rules_version, setting_of, title, with_readme_results
-from benchmark.leaderboard.replaced import replaced_board_files
+from benchmark.leaderboard.replaced import replaced_board_files, targets_in_force_files
 from benchmark.leaderboard.store import RunRecord, load_runs, reading_store
 from benchmark.leaderboard.targets import REFERENCE, TARGETS_DIR, available_targets, load_target, target_path
 from benchmark.leaderboard.variants import variant_claims
@@ -681,12 +681,13 @@ def build(out_dir: Path | None = None, workload: str | None = None, track: str |
         raise LeaderboardError(f"cannot write the leaderboard into {out_dir} ({exc.strerror}): pass --out with a "
                                "folder you can write") from None
     published = out_dir.resolve() == LEADERBOARD_DIR.resolve()
-    kept_files = {}  # the board in force, kept when this one replaces it
+    kept_files = {}  # the board in force when this one replaces it, and a campaign's targets, now in force
     if published:  # the published board ships the runs it names, and advises nobody on finishing them
         results.pop("resumable_run_ids", None)
         from benchmark.leaderboard.published import RUNS_FOLDER, export_runs
 
         replaced, kept_files = replaced_board_files(results, out_dir)  # before anything is written
+        kept_files.update(targets_in_force_files(results, campaign, out_dir))
         export_runs(results, out_dir)
         results["runs_folder"] = RUNS_FOLDER
         if replaced:

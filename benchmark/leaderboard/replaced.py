@@ -1,6 +1,6 @@
 """The boards a published board replaced, kept beside it in leaderboard/replaced/<board>/: each one's results.json
-as it was published, and its table and page rendered again from it, their links into the runs folder the boards
-share. A shipped run stays shipped whatever board replaces the one that named it (published.export_runs), so
+as it was published, its targets, and its table and page rendered again from it, their links into the runs folder
+the boards share. A shipped run stays shipped whatever board replaces the one that named it (published.export_runs), so
 every shipped run stays listed on a page."""
 
 from __future__ import annotations
@@ -52,4 +52,17 @@ def replaced_board_files(results: dict, board_dir: Path) -> tuple[list[dict], di
              "replaced_by": {"board": new_name, "generated": results["generated"]}}
     files = {folder / "results.json": text, folder / "LEADERBOARD.md": render_markdown(shown),
              folder / "index.html": render_html(shown)}
+    for workload, facts in old["workloads"].items():  # its targets, which the targets in force may replace
+        target = board_dir.parent / facts.get("target_file", "")
+        if target.is_file():
+            files[folder / "targets" / f"{workload}.json"] = target.read_text()
     return [*kept, record], files
+
+
+def targets_in_force_files(results: dict, campaign, board_dir: Path) -> dict[Path, str]:
+    """A campaign's board published: its targets become the ones in force, board_dir/targets/, which a plain
+    build, a submission's preview and tuning score against (each a copy of the campaign's frozen file)."""
+    if campaign is None:
+        return {}
+    return {board_dir / "targets" / f"{w}.json": (campaign.targets_dir() / f"{w}.json").read_text()
+            for w in results["workloads"]}

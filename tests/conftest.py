@@ -98,6 +98,15 @@ def tiny_checkpoint(tmp_path_factory, arith_task):
 
 
 @pytest.fixture
+def arith_tiny_v2(tmp_path):
+    """arith-tiny as version 2 defined it, for a test whose made-up runs have its shape (helpers.arith_tiny_as_v2)."""
+    from helpers import arith_tiny_as_v2
+
+    with arith_tiny_as_v2(tmp_path / "workloads-v2"):
+        yield
+
+
+@pytest.fixture
 def isolated_runs(tmp_path, monkeypatch):
     """MLflow store and checkpoints in a temp folder, never the repository's runs/."""
     import benchmark.runner

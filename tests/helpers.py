@@ -1,9 +1,14 @@
 """What several test modules share: MLflow runs shaped like the runner's, without training, and the parts of a
 run's record that are the same on every machine."""
 
+import contextlib
 import json
+import shutil
 import tempfile
 from pathlib import Path
+
+import pytest
+import yaml
 
 from benchmark.tracking import client, run_identity, summary_digest
 from benchmark.workload import load_workload
@@ -69,3 +74,24 @@ def make_run(c, exp, strategy, seed, accs=None, workers=5, trainers=3, status="f
     elif status.startswith("failed"):
         c.set_terminated(rid, status="FAILED")
     return rid
+
+
+ARITH_TINY_V2 = {"version": "2", "seeds": [0, 1, 2, 3], "target_seeds": [10, 11, 12, 13]}  # and no tuning budget
+
+
+@contextlib.contextmanager
+def arith_tiny_as_v2(folder: Path):
+    """The workload files, arith-tiny as its version 2 defined it (4 scored seeds, target seeds 10-13, no tuning):
+    the shape the scoring and page tests make up their runs and boards for, whatever version the published board
+    puts in workloads/."""
+    import benchmark.paths
+    import benchmark.workload
+
+    shutil.copytree(benchmark.paths.WORKLOADS_DIR, folder)
+    data = yaml.safe_load((folder / "arith-tiny.yaml").read_text())
+    data.pop("tuning", None)
+    (folder / "arith-tiny.yaml").write_text(yaml.safe_dump({**data, **ARITH_TINY_V2}, sort_keys=False))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(benchmark.workload, "WORKLOADS_DIR", folder)
+        patch.setattr(benchmark.paths, "WORKLOADS_DIR", folder)
+        yield

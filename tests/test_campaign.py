@@ -22,6 +22,7 @@ def tiny_workload(tmp_path, checkpoint, name="tiny-campaign", **fields) -> Path:
     for key, value in small_overrides(checkpoint, budget=20_000, **{"eval.every": 10_000}).items():
         section, _, field = key.partition(".")
         base[section] = value if not field else {**base[section], field: value}
+    base.pop("tuning", None)  # the campaign's own budget, if any, comes in fields
     base.update(name=name, version="1", **fields)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(base))

@@ -157,7 +157,7 @@ def summary_of(spec, **fields) -> dict:
     return {"compute_used": spec.workload.budget, "trainer_steps": 10, "final": {"accuracy": 0.5}, **fields}
 
 
-def test_baselines_prints_the_leaderboards_ranking(isolated_runs, tmp_path, monkeypatch, capsys):
+def test_baselines_prints_the_leaderboards_ranking(isolated_runs, arith_tiny_v2, tmp_path, monkeypatch, capsys):
     from helpers import make_run
 
     import benchmark.leaderboard.targets
@@ -248,8 +248,10 @@ def test_a_plain_build_writes_the_local_board_and_publishing_needs_the_target_ru
 
 
 def test_the_leaderboard_takes_a_workload_file_as_submit_suggests(isolated_runs):
+    from benchmark.workload import load_workload
+
     result = replaybench("leaderboard", "--workload", "workloads/arith-tiny.yaml")
-    assert result.returncode == 0 and "arith-tiny v2" in result.stdout
+    assert result.returncode == 0 and f"arith-tiny v{load_workload('arith-tiny').version}" in result.stdout
 
 
 def test_workloads_never_folds_a_name_in_a_narrow_terminal():
@@ -524,6 +526,22 @@ def test_every_error_a_user_can_cause_is_a_user_error():
     assert all(issubclass(kind, UserError) for kind in kinds)
 
 
+def test_submits_table_of_its_seeds_gives_a_speedup_per_seed_only_under_rules_v2(monkeypatch, capsys):
+    """Rules v3 score an entry's runs against the reference's as two samples: no seed has a speedup of its own."""
+    from benchmark.cli.runs import print_seeds
+
+    monkeypatch.setenv("COLUMNS", "200")
+    runs = {"r0": {"seed": 0, "compute_to_target": 1.2e6, "best_accuracy": 0.81, "replay_ratio": 1.0, "speedup": 1.25},
+            "someone-elses": {"seed": 1, "compute_to_target": 2e6, "best_accuracy": 0.7, "speedup": 0.75}}
+    print_seeds({"label": "kestrel", "workloads": {"arith-tiny": {"per_run": runs}}}, {"r0"})
+    out = "".join(capsys.readouterr())
+    assert "speedup" in out and "1.250" in out and "r0" in out and "someone-elses" not in out
+    v3 = {run_id: {k: v for k, v in r.items() if k != "speedup"} for run_id, r in runs.items()}
+    print_seeds({"label": "kestrel", "workloads": {"arith-tiny": {"per_run": v3}}}, {"r0"})
+    out = "".join(capsys.readouterr())
+    assert "speedup" not in out and "1.20M" in out and "0.810" in out and "r0" in out
+
+
 def test_submit_into_a_store_without_the_reference_gives_no_rank_and_names_import_runs(isolated_runs, monkeypatch,
                                                                                        capsys):
     """A fresh clone: the entry's runs are the store's only ones, so `submit` and the board give its own numbers,
@@ -531,7 +549,9 @@ def test_submit_into_a_store_without_the_reference_gives_no_rank_and_names_impor
     from helpers import make_run
 
     import benchmark.runner
+    from benchmark.leaderboard.targets import load_target
     from benchmark.tracking import client, experiment_id
+    from benchmark.workload import load_workload
 
     c = client()
     exp = experiment_id(c, "arith-tiny")
@@ -544,16 +564,19 @@ def test_submit_into_a_store_without_the_reference_gives_no_rank_and_names_impor
 
     monkeypatch.setattr(benchmark.runner, "run", fake_training)
     monkeypatch.setenv("COLUMNS", "400")
+    seeds = load_workload("arith-tiny").seeds  # the published board's
     assert main(["submit", str(REPO / "submissions" / "example_entry"), "--jobs", "1"]) == 0
     out = capsys.readouterr()
     said = " ".join((out.out + out.err).split())
     assert "against the frozen reference compute-to-target; no comparison yet: run " \
            "`replaybench leaderboard import-runs`, then `replaybench leaderboard`" in said
     assert "band" not in said and "rank" not in said
-    assert "example_entry: its runs, as scored" in said  # a row a seed: its compute to target and speedup
-    assert all(f"arith-tiny │ {seed} │ 1.20M │ 2.200 │ 0.800 │ 1.00 │" in said for seed in range(4))
+    assert "example_entry: its runs, as scored" in said  # a row a seed: its compute to target (and speedup: v2)
+    # rules v2: the first evaluation at the target, and a speedup per seed; v3: interpolated between evaluations
+    cells = "1.20M │ 2.200" if load_target("arith-tiny").get("rules_version", 2) == 2 else "1.18M"
+    assert all(f"arith-tiny │ {seed} │ {cells} │ 0.800 │ 1.00 │" in said for seed in seeds)
 
-    assert main(["leaderboard"]) == 0
+    assert main(["leaderboard", "--workload", "arith-tiny"]) == 0
     table = capsys.readouterr().out
     said = " ".join(table.split())
     assert "no rank, band or performance profile: this store holds no scored runs of the reference" in said
@@ -561,9 +584,9 @@ def test_submit_into_a_store_without_the_reference_gives_no_rank_and_names_impor
     assert "band" not in table.splitlines()[1] + table.splitlines()[2] and "perf. profile" not in table
     assert "│ example_entry" in table
 
-    for seed in range(4):  # the reference on the scored seeds: now the board can rank
+    for seed in seeds:  # the reference on the scored seeds: now the board can rank
         make_run(c, exp, "on_policy", seed, [0.3] * 21 + [0.8], workers=6, trainers=2)
-    assert main(["leaderboard"]) == 0
+    assert main(["leaderboard", "--workload", "arith-tiny"]) == 0
     table = capsys.readouterr().out
     assert "perf. profile" in table and "no rank, band" not in table and "on_policy (reference)" in table
 

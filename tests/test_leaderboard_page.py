@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import WORKLOAD, make_run
+from helpers import WORKLOAD, arith_tiny_as_v2, make_run
 
 import benchmark.leaderboard.build
 import benchmark.leaderboard.files
@@ -44,6 +44,12 @@ def synthetic_store(runs: Path):
         mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{runs / 'mlflow.db'}")
         mp.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         mp.setenv("COLUMNS", "300")
+        yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def workloads_of_made_up_runs(tmp_path_factory):
+    with arith_tiny_as_v2(tmp_path_factory.mktemp("workloads") / "workloads"):
         yield
 
 

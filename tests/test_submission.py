@@ -9,6 +9,7 @@ import pytest
 from benchmark.cli.runs import dry_run_error, submission_specs
 from benchmark.errors import UserError
 from benchmark.submission import SubmissionError, load_baselines, load_submission
+from benchmark.workload import load_workload
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "submissions" / "example_entry"
@@ -18,7 +19,7 @@ def test_example_entry_loads_with_pinned_seeds_and_sandboxed_runs():
     sub = load_submission(EXAMPLE)
     assert (sub.track, sub.workers, sub.trainers) == ("buffer", 5, 3)
     specs = submission_specs(sub, "arith-tiny")
-    assert [s.seed for s in specs] == [0, 1, 2, 3]  # the workload's pinned seeds
+    assert [s.seed for s in specs] == load_workload("arith-tiny").seeds  # the workload's pinned seeds
     assert all(s.isolated for s in specs)
     assert specs[0].strategy_params == {"max_uses": 4, "buffer_size": 256}
     assert specs[0].workload.grpo.loss == "grpo" and specs[0].workload.grpo.lr == 1e-4  # pinned by the workload
@@ -170,7 +171,6 @@ def example_copy(tmp_path, edit):
 
 def test_a_left_out_buffer_size_is_the_workloads_default_and_validate_says_so(tmp_path):
     from benchmark.strategy import build_strategy
-    from benchmark.workload import load_workload
 
     sub = load_submission(example_copy(tmp_path, lambda t: t.replace("buffer_size: 256\n", "")))
     workload = sub.workload_for("arith-tiny")

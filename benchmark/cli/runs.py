@@ -474,16 +474,19 @@ def cmd_submit(args) -> int:
 
 
 def print_seeds(entry: dict, run_ids: set[str]) -> None:
-    """Each of these runs as the board scored it: one row a seed."""
+    """Each of these runs as the board scored it: one row a seed. Rules v2 give each seed a speedup; rules v3
+    compare the entry's runs with the reference's as two samples, so its speedup is the line after the table."""
+    rows = [(w, run_id, r) for w, record in sorted(entry["workloads"].items())
+            for run_id, r in sorted(record["per_run"].items(), key=lambda item: item[1]["seed"]) if run_id in run_ids]
+    per_seed = any("speedup" in r for _, _, r in rows)
     table = Table(title=f"{entry['label']}: its runs, as scored")
-    for col in ("workload", "seed", "compute to target", "speedup", "best accuracy", "replay ratio", "MLflow run"):
+    for col in ("workload", "seed", "compute to target", *(["speedup"] if per_seed else []), "best accuracy",
+                "replay ratio", "MLflow run"):
         table.add_column(col, justify="left" if col in ("workload", "MLflow run") else "right")
-    for w, record in sorted(entry["workloads"].items()):
-        for run_id, r in sorted(record["per_run"].items(), key=lambda item: item[1]["seed"]):
-            if run_id in run_ids:
-                table.add_row(w, str(r["seed"]), format_compute(r["compute_to_target"]), format_number(r["speedup"]),
-                              format_number(r["best_accuracy"]), format_number(r.get("replay_ratio"), "{:.2f}"),
-                              run_id)
+    for w, run_id, r in rows:
+        table.add_row(w, str(r["seed"]), format_compute(r["compute_to_target"]),
+                      *([format_number(r.get("speedup"))] if per_seed else []), format_number(r["best_accuracy"]),
+                      format_number(r.get("replay_ratio"), "{:.2f}"), run_id)
     console.print(table)
 
 

@@ -34,7 +34,9 @@ def replaced_board_files(results: dict, board_dir: Path) -> tuple[list[dict], di
     try:
         old = read_results(in_force)
         name = board_name(old)
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        record = {"board": name, "folder": f"{REPLACED_FOLDER}/{name}", "rules": rules_version(old),
+                  "generated": old["generated"], "code_version": old["code_version"]}
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise LeaderboardError(f"{in_force}, the board in force, cannot be read ({exc!r}): restore it from "
                                "git (`git checkout -- leaderboard/results.json`); no leaderboard file was changed"
                                ) from None
@@ -46,8 +48,6 @@ def replaced_board_files(results: dict, board_dir: Path) -> tuple[list[dict], di
     if (folder / "results.json").is_file() and (folder / "results.json").read_text() != text:
         raise LeaderboardError(f"{folder} already keeps another board named {name}: move that folder aside (it is "
                                "in git), then publish again; no leaderboard file was changed")
-    record = {"board": name, "folder": f"{REPLACED_FOLDER}/{name}", "rules": rules_version(old),
-              "generated": old["generated"], "code_version": old["code_version"]}
     shown = {**old, "runs_folder": f"../../{old.get('runs_folder') or RUNS_FOLDER}",
              "replaced_by": {"board": new_name, "generated": results["generated"]}}
     files = {folder / "results.json": text, folder / "LEADERBOARD.md": render_markdown(shown),

@@ -106,6 +106,15 @@ def arith_tiny_v2(tmp_path):
         yield
 
 
+@pytest.fixture(scope="module")
+def workloads_as_v2(tmp_path_factory):
+    """arith_tiny_v2 for a whole module, whose module-scoped boards are made of such runs."""
+    from helpers import arith_tiny_as_v2
+
+    with arith_tiny_as_v2(tmp_path_factory.mktemp("workloads") / "workloads"):
+        yield
+
+
 @pytest.fixture
 def isolated_runs(tmp_path, monkeypatch):
     """MLflow store and checkpoints in a temp folder, never the repository's runs/."""

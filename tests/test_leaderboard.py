@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import WORKLOAD, arith_tiny_as_v2, fake_curve, make_run
+from helpers import WORKLOAD, fake_curve, make_run
 
 import benchmark.leaderboard.build
 from benchmark.cli import main
@@ -21,11 +21,7 @@ from benchmark.leaderboard.store import RunRecord
 from benchmark.leaderboard.targets import freeze_target
 from benchmark.workload import load_workload
 
-
-@pytest.fixture(scope="module", autouse=True)
-def workloads_of_made_up_runs(tmp_path_factory):
-    with arith_tiny_as_v2(tmp_path_factory.mktemp("workloads") / "workloads"):
-        yield
+pytestmark = pytest.mark.usefixtures("workloads_as_v2")  # made-up runs of arith-tiny version 2
 
 
 @pytest.fixture

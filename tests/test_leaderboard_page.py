@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import WORKLOAD, arith_tiny_as_v2, make_run
+from helpers import WORKLOAD, make_run
 
 import benchmark.leaderboard.build
 import benchmark.leaderboard.files
@@ -27,9 +27,10 @@ from benchmark.leaderboard.page import render_html
 from benchmark.leaderboard.plots import PLOTTED_ENTRIES, pareto_front
 from benchmark.leaderboard.render import print_leaderboard, table_rows
 
+pytestmark = pytest.mark.usefixtures("workloads_as_v2")  # made-up runs of arith-tiny version 2
+
 INSTALL = "apt-get install -y chromium chromium-driver, and pip install selenium (the dev extra)"
 PLOTS = ("curves", "pareto", "replay")
-
 
 
 @contextlib.contextmanager
@@ -44,12 +45,6 @@ def synthetic_store(runs: Path):
         mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{runs / 'mlflow.db'}")
         mp.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         mp.setenv("COLUMNS", "300")
-        yield
-
-
-@pytest.fixture(scope="module", autouse=True)
-def workloads_of_made_up_runs(tmp_path_factory):
-    with arith_tiny_as_v2(tmp_path_factory.mktemp("workloads") / "workloads"):
         yield
 
 

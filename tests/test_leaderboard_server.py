@@ -18,12 +18,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import WORKLOAD, arith_tiny_as_v2, make_run
+from helpers import WORKLOAD, make_run
 
 from benchmark.cli import main
 from benchmark.leaderboard import store
 
+pytestmark = pytest.mark.usefixtures("workloads_as_v2")  # made-up runs of arith-tiny version 2
+
 FILES = ("results.json", "LEADERBOARD.md", "index.html")
+
 
 
 def free_port() -> int:
@@ -41,12 +44,6 @@ def stop(proc: subprocess.Popen, sig=signal.SIGTERM) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def workloads_of_made_up_runs(tmp_path_factory):
-    with arith_tiny_as_v2(tmp_path_factory.mktemp("workloads") / "workloads"):
-        yield
 
 
 @pytest.fixture(scope="module")

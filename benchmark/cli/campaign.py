@@ -428,18 +428,34 @@ def started_runs(campaign: Campaign) -> dict[str, list[str]]:
     return by_phase
 
 
+def shipped_list_file(campaign: Campaign) -> Path:
+    """leaderboard/measurements/campaign-<name>.json: the campaign's shipped runs, by phase."""
+    from benchmark.leaderboard.published import MEASUREMENTS
+    from benchmark.paths import LEADERBOARD_DIR
+
+    return LEADERBOARD_DIR / MEASUREMENTS / f"campaign-{campaign.name}.json"
+
+
+def shipped_runs_by_phase(campaign: Campaign) -> dict[str, list[str]]:
+    """Phase -> the ids of the campaign's runs shipped in leaderboard/runs/ (empty before its first `ship`)."""
+    import json
+
+    path = shipped_list_file(campaign)
+    return json.loads(path.read_text())["run_ids"] if path.is_file() else {}
+
+
 def cmd_ship(args) -> int:
     """leaderboard/measurements/campaign-<name>.json lists the runs by phase (those shipped before and no longer in
     this store stay listed), and each one's folder goes into leaderboard/runs/: a campaign spanning days is never
     held only in one machine's store."""
     import json
 
-    from benchmark.leaderboard.published import MEASUREMENTS, ship_runs
+    from benchmark.leaderboard.published import ship_runs
     from benchmark.paths import LEADERBOARD_DIR
 
     campaign = load_campaign(args.file)
-    path = LEADERBOARD_DIR / MEASUREMENTS / f"campaign-{campaign.name}.json"
-    listed = json.loads(path.read_text())["run_ids"] if path.is_file() else {}
+    path = shipped_list_file(campaign)
+    listed = shipped_runs_by_phase(campaign)
     for phase, ids in started_runs(campaign).items():
         listed[phase] = sorted(set(listed.get(phase, [])) | set(ids))
     path.parent.mkdir(parents=True, exist_ok=True)

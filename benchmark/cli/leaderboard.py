@@ -144,10 +144,10 @@ def published_campaign_file() -> Path | None:
 def require_done(campaign, file: Path) -> None:
     """The published board is a campaign's once every phase is in: one made midway would rank what happened to be
     finished (and replace the board in force with it)."""
-    from benchmark.cli.campaign import started_runs, unfinished_phases
+    from benchmark.cli.campaign import shipped_runs_by_phase, started_runs, unfinished_phases
 
     left = unfinished_phases(campaign)
-    if left and shipped_campaign_runs(campaign) and not started_runs(campaign):  # a fresh clone's store
+    if left and shipped_runs_by_phase(campaign) and not started_runs(campaign):  # a fresh clone's store
         raise LeaderboardError(
             f"this MLflow store lacks the reference runs that set the published target (it holds none of the "
             f"campaign {campaign.name}'s runs): load the published runs first (`replaybench leaderboard "
@@ -158,17 +158,6 @@ def require_done(campaign, file: Path) -> None:
             f"the campaign {campaign.name} is not done: {'; '.join(left)}. `replaybench campaign run {file}` makes "
             "the rest; meanwhile build its board elsewhere (--out DIR), or pass --force to publish it as it is; "
             "no leaderboard file was changed")
-
-
-def shipped_campaign_runs(campaign) -> list[str]:
-    """The runs of the campaign shipped in leaderboard/runs/, as `campaign ship` lists them."""
-    import json
-
-    from benchmark.leaderboard.published import MEASUREMENTS
-
-    listed = LEADERBOARD_DIR / MEASUREMENTS / f"campaign-{campaign.name}.json"
-    return sorted({i for ids in json.loads(listed.read_text())["run_ids"].values() for i in ids}) \
-        if listed.is_file() else []
 
 
 def warn_unmatched(err: Console, results: dict, highlight: str | None) -> None:

@@ -28,7 +28,6 @@ pytestmark = pytest.mark.usefixtures("workloads_as_v2")  # made-up runs of arith
 FILES = ("results.json", "LEADERBOARD.md", "index.html")
 
 
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

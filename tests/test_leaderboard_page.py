@@ -24,7 +24,7 @@ from benchmark.cli import main
 from benchmark.cli.leaderboard import warn_unmatched
 from benchmark.leaderboard.build import build, results_json
 from benchmark.leaderboard.page import render_html
-from benchmark.leaderboard.plots import PLOTTED_ENTRIES, pareto_front
+from benchmark.leaderboard.plots import PLOTTED_ENTRIES, _figure, _steps_axis, pareto_front
 from benchmark.leaderboard.render import print_leaderboard, table_rows
 
 pytestmark = pytest.mark.usefixtures("workloads_as_v2")  # made-up runs of arith-tiny version 2
@@ -117,6 +117,22 @@ def test_page_is_self_contained_and_agrees_with_the_table(board):
 
 def test_pareto_front():
     assert pareto_front([(1, 0.5), (2, 0.7), (1.5, 0.4), (3, 0.6), (0.5, 0.3)]) == [4, 0, 1]
+
+
+def test_a_staleness_axis_goes_logarithmic_only_when_one_entry_is_hundreds_of_steps_stale():
+    """A control a thousand steps stale beside entries of a few: linear up to 10 steps, so those stay apart."""
+    _, ax = _figure(4, 3)
+    assert not _steps_axis(ax, 12) and ax.get_xscale() == "linear"
+    ax.plot([0, 1079], [0, 1])
+    assert _steps_axis(ax, 1079) and ax.get_xscale() == "symlog"
+    assert list(ax.get_xticks()) == [0, 2, 5, 10, 100, 1000]  # none past the data, which would widen the axis
+
+    def scaled(x):
+        return ax.transScale.transform([(x, 0)])[0][0]
+
+    assert scaled(5) - scaled(0) == pytest.approx((scaled(10) - scaled(0)) / 2)  # linear up to 10 steps
+    assert scaled(100) - scaled(10) == pytest.approx(scaled(1000) - scaled(100))  # logarithmic beyond
+    assert ax.get_xlim()[1] < 2000
 
 
 def test_build_writes_the_page_atomically(board, tmp_path, monkeypatch):

@@ -16,6 +16,8 @@ REFERENCE_COLOUR = "#222222"  # the reference is drawn dashed in near-black, nev
 HIGHLIGHT_COLOUR = "#c2007a"  # "your" entry (--highlight): a deep magenta that is none of tab10's, drawn thicker
 WIDER = 1.8  # how much thicker the highlighted entry's lines and markers are
 _M = 1e6  # compute is shown in millions of units
+STEPS_LINEAR_UP_TO = 10  # a staleness axis is linear up to this many steps, logarithmic beyond it once it must reach
+STEPS_LOG_FROM = 50  # this far: a control a thousand steps stale would otherwise squeeze every other entry into 0-10
 
 
 def _svg(fig, name: str) -> str:
@@ -35,6 +37,17 @@ def _figure(width: float, height: float, ncols: int = 1):
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(1, ncols)
     return fig, axes
+
+
+def _steps_axis(ax, largest: float) -> bool:
+    """A staleness axis (trainer steps) on which the entries of a few steps stay apart beside one of hundreds;
+    whether it went logarithmic."""
+    if largest < STEPS_LOG_FROM:
+        return False
+    ax.set_xscale("symlog", linthresh=STEPS_LINEAR_UP_TO, linscale=1.5)
+    ticks = [0, 2, 5, *(10 ** k for k in range(1, math.floor(math.log10(largest)) + 1))]  # within the data
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    return True
 
 
 def as_float(x) -> float:
@@ -230,13 +243,17 @@ def replay_plot(results: dict, workload: str, plotted: list[dict], colours: dict
     panels = (("replay_ratio", "replay ratio (samples trained / rollouts generated)", 1.0),
               ("offpolicy_mean", "off-policiness (trainer − rollout version, mean)", 0.0))
     for ax, (key, title, floor) in zip(axes, panels):
+        largest = 0.0
         for i, e in enumerate(plotted):
             d, colour, y = e["workloads"][workload], colours[e["key"]], n - 1 - i
             values = [r[key] for r in d["per_run"].values() if r.get(key) is not None]
             ax.scatter(values, [y] * len(values), color=colour, s=16, alpha=0.7, linewidths=0)
+            largest = max([largest, *values])
             if d.get(key):
                 ax.plot([d[key]["median"]] * 2, [y - 0.3, y + 0.3], color=colour,
                         linewidth=_width(e, highlighted, 2.5))
+        if key == "offpolicy_mean":
+            _steps_axis(ax, largest)
         ax.axvline(floor, color="0.35", linewidth=0.8, linestyle=":")
         ax.set_yticks(range(n), [e["label"] + _yours(e, highlighted) for e in reversed(plotted)], fontsize=8)
         ax.set_ylim(-0.7, n - 0.3)
@@ -259,12 +276,13 @@ def distributions_plot(results: dict, workload: str, plotted: list[dict], colour
               ("since_last_use_distribution", "steps since the rollout's last use (new = first use)"))
     new_at = -2  # "new" sits apart, left of 0
     for ax, (key, title) in zip(axes, panels):
-        has_new = False
+        has_new, largest = False, 0
         for e in plotted:
             dist, colour = e["workloads"][workload].get(key), colours[e["key"]]
             if not dist:
                 continue
             steps = [(int(k), v) for k, v in dist.items() if k != "new"]
+            largest = max([largest, *(x for x, _ in steps)])
             if steps:
                 ax.step([x for x, _ in steps], [y for _, y in steps], where="mid", color=colour,
                         linewidth=_width(e, highlighted, 1.4), marker="o", markersize=2.5,
@@ -275,7 +293,8 @@ def distributions_plot(results: dict, workload: str, plotted: list[dict], colour
                         **({} if steps else {"label": _legend_label(e, workload, highlighted)}))
         ax.set_title(title, fontsize=9)
         ax.set_ylabel("fraction of trained samples", fontsize=8)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if key != "offpolicy_distribution" or not _steps_axis(ax, largest):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlim(left=new_at - 1 if has_new else -0.5)
         if has_new:
             ticks = [t for t in ax.get_xticks() if 0 <= t <= ax.get_xlim()[1]]

@@ -654,6 +654,20 @@ def test_left_out_runs_are_grouped_by_why_folded_on_the_page_and_only_your_own_g
     assert "| interrupted | 3 | crashy ×1, fifo_uniform ×1, kestrel ×1 |" in md and "### interrupted (3)" in md
 
 
+def test_an_interrupted_run_whose_seed_another_run_completed_is_flagged_as_made_again(store):
+    """A campaign stopped and resumed leaves runs stopped midway whose seeds were made again: the entry's flags
+    tell them apart from runs excluded for any other reason (here fifo_uniform's duplicate of seed 0)."""
+    from benchmark.tracking import client, experiment_id
+
+    c = client()
+    stopped = make_run(c, experiment_id(c, WORKLOAD), "fifo_uniform", 1, status="interrupted")
+    assert lb("freeze-target", "--workload", WORKLOAD, "--targets", store["targets"]) == 0
+    fifo = next(e for e in score_from_mlflow(targets_dir=store["targets"])["entries"]
+                if e["strategy"] == "fifo_uniform")
+    assert stopped not in fifo["workloads"][WORKLOAD]["run_ids"] and 1 in fifo["workloads"][WORKLOAD]["seeds"]
+    assert fifo["flags"] == ["1 interrupted run(s) made again, see below", "1 run(s) excluded, see below"]
+
+
 def test_the_published_board_advises_nobody_on_finishing_its_runs(store, tmp_path, monkeypatch):
     monkeypatch.setattr(benchmark.leaderboard.build, "LEADERBOARD_DIR", tmp_path / "published")
     assert lb("freeze-target", "--workload", WORKLOAD, "--targets", store["targets"]) == 0

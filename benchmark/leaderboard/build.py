@@ -249,10 +249,15 @@ def _flags(entry: dict, per_w: dict, excluded: list[dict]) -> list[str]:
         if score.missing_seeds:
             flags.append(f"no counting run of seed{'s' if len(score.missing_seeds) > 1 else ''} "
                          f"{', '.join(map(str, score.missing_seeds))} on {w}: counted as failed")
-    n_excl = sum(1 for x in excluded if x["group"] in entry["groups"].values()
-                 and not x["reason"].startswith("held out"))  # the target's own runs are apart by design
-    if n_excl:
-        flags.append(f"{n_excl} run(s) excluded, see below")
+    left_out = [x for x in excluded if x["group"] in entry["groups"].values()
+                and not x["reason"].startswith("held out")]  # the target's own runs are apart by design
+    # a run stopped midway whose seed another run of the entry completed: a stopped campaign's, made again on resume
+    counted = {(w, seed) for w, score in per_w.items() for seed in score.seeds}
+    made_again = sum(1 for x in left_out if x["why"] == "interrupted" and (x["workload"], x["seed"]) in counted)
+    if made_again:
+        flags.append(f"{made_again} interrupted run(s) made again, see below")
+    if len(left_out) > made_again:
+        flags.append(f"{len(left_out) - made_again} run(s) excluded, see below")
     return flags
 
 

@@ -97,6 +97,25 @@ def test_a_campaign_boards_claims_find_each_entry_by_its_name_not_its_strategy()
     assert "no single entry is `fifo_uniform`" not in every and "no single entry is `m2po`" not in every
 
 
+def test_the_replay_tally_counts_the_entries_that_replay_by_their_verdict_against_the_reference():
+    from benchmark.leaderboard.findings import replay_tally
+
+    def replaying(name, ratio, verdict, reference=False):
+        e = entry(name, [1.0, 1.2], reference=reference)
+        e["workloads"]["w"].update(replay_ratio={"median": ratio},
+                                   comparison=None if reference else {"verdict": verdict})
+        return e
+
+    board = Board({"workloads": {"w": {}}, "entries": [
+        replaying("positive_bias", 1.76, "resolved faster"), replaying("on_policy", 1.0, None, reference=True),
+        replaying("fifo_uniform", 3.17, "not resolved"), replaying("rlep", 0.7, "resolved slower"),
+        replaying("oldest_first", 3.2, "resolved slower")]}, {})
+    assert replay_tally(board) == (
+        "On w, of the 3 ranked entries that replay (a median replay ratio above 1), against the reference: "
+        "resolved faster 1 (`positive_bias (6,2) N=360`); not resolved 1 (`fifo_uniform (6,2) N=360`); "
+        "resolved slower 1 (`oldest_first (6,2) N=360`).")  # rlep trains on fewer samples than it generates
+
+
 def test_publishing_the_board_writes_the_findings_from_its_results(tmp_path, monkeypatch):
     """`build --publish` rewrites docs/findings.md between its markers from the same results (MLflow's part, the
     scoring and the runs it ships, stood in for by the committed board)."""

@@ -425,6 +425,24 @@ CAMPAIGN_CLAIMS = (
 )
 
 
+VERDICTS = ("resolved faster", "not resolved", "resolved slower")
+
+
+def replay_tally(board: Board) -> str:
+    """The papers' claim in one line for the workload: how the ranked entries that replay (a median replay ratio
+    above 1) came out against the reference."""
+    named: dict[str, list[str]] = {v: [] for v in VERDICTS}
+    for e in board.results["entries"]:
+        d = e["workloads"].get(board.workload) or {}
+        if e["reference"] or not d.get("comparison") or (d.get("replay_ratio") or {}).get("median", 0) <= 1:
+            continue
+        named[d["comparison"]["verdict"]].append(f"`{e['label']}`")
+    n = sum(map(len, named.values()))
+    return (f"On {board.workload}, of the {n} ranked entries that replay (a median replay ratio above 1), against "
+            "the reference: " + "; ".join(f"{v} {len(names)}" + (f" ({', '.join(names)})" if names else "")
+                                          for v, names in named.items()) + ".")
+
+
 def campaign_findings_block(results: dict, to_leaderboard: str = "../leaderboard/") -> str:
     """A campaign board's findings: how to read them, then per workload one row per claim, then which verdicts
     replicated on the confirmation seeds."""
@@ -432,6 +450,7 @@ def campaign_findings_block(results: dict, to_leaderboard: str = "../leaderboard
     out = [_v3_reading(Board(results, {}, to_leaderboard), calibrations=False) + (
         f" Made by the campaign {c['name']} (`{c['file']}`): every entry at the pick of the same tuning budget, "
         "the variants at the scored seeds, the confirmation on seeds no run had used.")]
+    out += [""] + ["- " + replay_tally(Board(results, {}, to_leaderboard, on=w)) for w in sorted(results["workloads"])]
     for w in sorted(results["workloads"]):
         board = Board(results, {}, to_leaderboard, on=w)
         out += ["", f"| the paper | the CPU tier ({w} v{results['workloads'][w]['version']}) |", "|---|---|"]

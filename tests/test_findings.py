@@ -100,16 +100,22 @@ def test_a_campaign_boards_claims_find_each_entry_by_its_name_not_its_strategy()
 def test_the_replay_tally_counts_the_entries_that_replay_by_their_verdict_against_the_reference():
     from benchmark.leaderboard.findings import replay_tally
 
-    def replaying(name, ratio, verdict, reference=False):
-        e = entry(name, [1.0, 1.2], reference=reference)
-        e["workloads"]["w"].update(replay_ratio={"median": ratio},
-                                   comparison=None if reference else {"verdict": verdict})
+    def replaying(name, ratio, reference=False):
+        e = entry(name, [1.0, 1.2], n=90 if reference else 360, reference=reference)
+        e["workloads"]["w"].update(replay_ratio={"median": ratio})
         return e
 
+    def claim(first, second, verdict):  # as the board holds it, either way round
+        return {"workload": "w", "first": first, "second": second, "verdict": verdict, "speedup": 1.0,
+                "ci95": [1.0, 1.0], "poi": 0.5, "first_run_ids": [], "second_run_ids": []}
+
     board = Board({"workloads": {"w": {}}, "entries": [
-        replaying("positive_bias", 1.76, "resolved faster"), replaying("on_policy", 1.0, None, reference=True),
-        replaying("fifo_uniform", 3.17, "not resolved"), replaying("rlep", 0.7, "resolved slower"),
-        replaying("oldest_first", 3.2, "resolved slower")]}, {})
+        replaying("positive_bias", 1.76), replaying("on_policy", 1.0, reference=True), replaying("fifo_uniform", 3.17),
+        replaying("rlep", 0.7), replaying("oldest_first", 3.2)], "claims": [
+        claim("positive_bias (6,2) N=360", "on_policy (6,2) N=90", "resolved faster"),
+        claim("on_policy (6,2) N=90", "fifo_uniform (6,2) N=360", "not resolved"),
+        claim("rlep (6,2) N=360", "on_policy (6,2) N=90", "resolved slower"),
+        claim("on_policy (6,2) N=90", "oldest_first (6,2) N=360", "resolved faster")]}, {})
     assert replay_tally(board) == (
         "On w, of the 3 ranked entries that replay (a median replay ratio above 1), against the reference: "
         "resolved faster 1 (`positive_bias (6,2) N=360`); not resolved 1 (`fifo_uniform (6,2) N=360`); "

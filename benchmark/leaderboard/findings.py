@@ -432,11 +432,12 @@ def replay_tally(board: Board) -> str:
     """The papers' claim in one line for the workload: how the ranked entries that replay (a median replay ratio
     above 1) came out against the reference."""
     named: dict[str, list[str]] = {v: [] for v in VERDICTS}
+    reference = board.reference()
     for e in board.results["entries"]:
-        d = e["workloads"].get(board.workload) or {}
-        if e["reference"] or not d.get("comparison") or (d.get("replay_ratio") or {}).get("median", 0) <= 1:
-            continue
-        named[d["comparison"]["verdict"]].append(f"`{e['label']}`")
+        ratio = (e["workloads"].get(board.workload) or {}).get("replay_ratio")
+        claim = None if e["reference"] else board.claim(e, reference)
+        if claim and ratio and ratio["median"] > 1:
+            named[claim["verdict"]].append(f"`{e['label']}`")
     n = sum(map(len, named.values()))
     return (f"On {board.workload}, of the {n} ranked entries that replay (a median replay ratio above 1), against "
             "the reference: " + "; ".join(f"{v} {len(names)}" + (f" ({', '.join(names)})" if names else "")

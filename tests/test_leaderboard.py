@@ -452,6 +452,10 @@ def test_the_published_board_ships_its_runs_and_they_load_into_another_store(sto
     shipped_run = json.loads((published / "runs" / scored / "run.json").read_text())
     assert shipped_run["tags"]["replaybench.seed"] and (published / "runs" / scored / "summary.json").is_file()
     assert f'href="runs/{scored}/"' in (published / "index.html").read_text()
+    # where the runs are, for a reader: the shipped folder, never the builder's own store
+    builders_store = benchmark.tracking.tracking_uri()
+    assert "tracking_uri" not in board["mlflow"] and builders_store not in (published / "results.json").read_text()
+    assert " from the runs shipped in [runs/](runs/) (code " in (published / "LEADERBOARD.md").read_text()
 
     fresh = tmp_path / "fresh"
     fresh.mkdir()

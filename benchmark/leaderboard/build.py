@@ -657,6 +657,13 @@ def refuse_on_the_published_board(rules: int | None, highlight: str | None, camp
                                "or write the one workload's board elsewhere with --out")
 
 
+def drop_the_builders_store(results: dict) -> None:
+    """What only the builder's own store means leaves a published board: its address (a reader has the shipped
+    runs instead) and the runs it would advise finishing."""
+    results["mlflow"].pop("tracking_uri", None)
+    results.pop("resumable_run_ids", None)
+
+
 def build(out_dir: Path | None = None, workload: str | None = None, track: str | None = None,
           targets_dir: Path | None = None, force: bool = False, highlight: str | None = None,
           rules: int | None = None, campaign=None) -> dict:
@@ -687,8 +694,8 @@ def build(out_dir: Path | None = None, workload: str | None = None, track: str |
                                "folder you can write") from None
     published = out_dir.resolve() == LEADERBOARD_DIR.resolve()
     kept_files = {}  # the board in force when this one replaces it, and a campaign's targets, now in force
-    if published:  # the published board ships the runs it names, and advises nobody on finishing them
-        results.pop("resumable_run_ids", None)
+    if published:  # the published board ships the runs it names
+        drop_the_builders_store(results)
         from benchmark.leaderboard.published import RUNS_FOLDER, export_runs
 
         replaced, kept_files = replaced_board_files(results, out_dir)  # before anything is written

@@ -418,8 +418,10 @@ def replacement_words(results: dict, link) -> str:
 def render_markdown(results: dict) -> str:
     header, rows = table_rows(results)
     rules = rules_file(results)
+    folder = results.get("runs_folder")
+    store = f"the runs shipped in [{folder}/]({folder}/)" if folder else "MLflow"
     out = [f"# {title(results)}", "",
-           f"Generated {results['generated']} from MLflow (code {results['code_version']}) by "
+           f"Generated {results['generated']} from {store} (code {results['code_version']}) by "
            "`replaybench leaderboard build`; every number is in `results.json` with the MLflow run ids it comes "
            "from. Rules: " + (f"[README.md]({rules})" if rules else "`leaderboard/README.md`") + "."
            + replacement_words(results, lambda text, path: f"[{text}]({path})"), "",

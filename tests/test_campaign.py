@@ -3,6 +3,7 @@ only on its engine release, phase after phase, resumable, every run tagged with 
 
 import dataclasses
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -80,6 +81,39 @@ def test_a_campaign_names_a_submission_from_the_repositorys_root_wherever_it_is_
     assert load_campaign(file).entries[-1] == "submissions/example_entry"
     entry, isolated = entry_of("submissions/example_entry")
     assert isolated and entry.name == "example_entry"
+
+
+def test_the_confirmed_entries_are_named_as_the_campaign_file_names_them(tmp_path, tiny_checkpoint,
+                                                                        two_seed_campaigns, monkeypatch):
+    """A submission's runs carry its submission.yaml name; the confirmation reaches it by its folder."""
+    import benchmark.cli.campaign as campaign_cli
+    import benchmark.leaderboard.build
+
+    workload = tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11])
+    campaign = load_campaign(campaign_file(tmp_path, workload, confirm_top=2,
+                                           entries=["on_policy", "fifo_uniform", "submissions/example_entry"]))
+    board = [{"name": "on_policy", "rank": 1}, {"name": "fifo_uniform", "rank": 3},
+             {"name": "example_entry", "rank": 2}]
+    monkeypatch.setattr(campaign_cli, "made_by", lambda *a: [])
+    monkeypatch.setattr(campaign_cli, "load_target", lambda *a: {})
+    monkeypatch.setattr(benchmark.leaderboard.build, "build_results", lambda *a, **k: {"entries": board})
+    top = campaign_cli.top_entries(campaign, str(workload), {})
+    assert top == ["submissions/example_entry", "fifo_uniform"]
+    assert [campaign_cli.entry_of(name)[0].name for name in top] == ["example_entry", "fifo_uniform"]
+
+
+def test_the_releases_checkout_reaches_a_submission_by_its_runs_name(tmp_path, tiny_checkpoint, two_seed_campaigns):
+    from benchmark.cli.campaign import reach_submissions_by_name
+
+    workload = tiny_workload(tmp_path, tiny_checkpoint, seeds=[0, 1], target_seeds=[10, 11])
+    campaign = load_campaign(campaign_file(tmp_path, workload, entries=["on_policy", "submissions/example_entry"]))
+    checkout = tmp_path / "release"
+    shutil.copytree(REPO_ROOT / "submissions" / "example_entry", checkout / "submissions" / "example_entry")
+    reach_submissions_by_name(campaign, checkout)
+    reach_submissions_by_name(campaign, checkout)  # again, on resume: the link is there already
+    link = checkout / "example_entry"
+    assert link.is_symlink() and str(link.readlink()) == "submissions/example_entry"
+    assert (link / "submission.yaml").is_file() and not (checkout / "on_policy").exists()
 
 
 def test_seeds_per_arm_is_at_least_the_power_analysis_floor(tmp_path, tiny_checkpoint):

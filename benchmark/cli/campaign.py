@@ -77,12 +77,25 @@ def run_on_release(campaign: Campaign, file: Path, jobs: int | None) -> int:
             raise CampaignError(f"the campaign {campaign.name} runs only on its release {campaign.release}, and no "
                                 f"checkout of it could be made here ({made.stderr.strip().splitlines()[-1:]}): fetch "
                                 "that commit, or run the command from a clean checkout of it")
+    reach_submissions_by_name(campaign, worktree)
     console.print(f"campaign {campaign.name}: running on its release {campaign.release[:12]}, from {worktree}")
     env = {**kernels.environment(campaign.kernels), "PYTHONPATH": str(worktree),
            "REPLAYBENCH_RUNS_DIR": str(RUNS_DIR), "MLFLOW_TRACKING_URI": tracking_uri()}
     command = [sys.executable, "-m", "benchmark.cli", "campaign", "run", str(file.resolve()),
                *(["--jobs", str(jobs)] if jobs else [])]
     return run_until_stopped(command, cwd=worktree, env=env)
+
+
+def reach_submissions_by_name(campaign: Campaign, worktree: Path) -> None:
+    """A link <name> -> <folder> at the root of the release's checkout for each submission the campaign names by its
+    folder. The release of v3.2 names the confirmed entries by their runs' names and looks for a submission of that
+    name from there (docs/protocols/confirmation.md, "a submission among the confirmed entries"); the link changes
+    no file of the release."""
+    for name in campaign.entries:
+        entry, isolated = entry_of(name)
+        link = worktree / entry.name
+        if isolated and (worktree / name).is_dir() and not (link.exists() or link.is_symlink()):
+            link.symlink_to(Path(name), target_is_directory=True)
 
 
 def run_until_stopped(command: list[str], **popen) -> int:
@@ -225,14 +238,18 @@ def _variant(v):
 
 
 def top_entries(campaign: Campaign, workload: str, done: dict) -> list[str]:
-    """The names of the campaign's `confirm_top` best-ranked entries on the workload's scored board."""
+    """The campaign's `confirm_top` best-ranked entries on the workload's scored board, named as the campaign file
+    names them: a submission by its folder (its runs carry the name in its submission.yaml, which entry_of does not
+    take)."""
     from benchmark.leaderboard.build import build_results
 
     name = name_of(workload)
     scored = made_by(campaign, workload, "scored")  # the ranked board: no variant, no tuning trial
     results = build_results(scored, {name: load_target(name, campaign.targets_dir())}, rules=campaign.rules,
                             resamples=200)
-    ranked = [e["name"] for e in sorted(results["entries"], key=lambda e: e["rank"]) if e["name"] != REFERENCE]
+    in_campaign_file = {entry_of(n)[0].name: n for n in campaign.entries}
+    ranked = [in_campaign_file[e["name"]] for e in sorted(results["entries"], key=lambda e: e["rank"])
+              if e["name"] != REFERENCE]
     return list(dict.fromkeys(ranked))[:campaign.confirm_top]
 
 

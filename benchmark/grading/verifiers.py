@@ -35,6 +35,11 @@ STARTUP_TIMEOUT = 120.0  # seconds for a new worker process to import math-verif
 _WORKER_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
     p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)}
 
+# A pair that takes math-verify's whole path (parse, then verify), so a new worker pays sympy's lazy imports before
+# it says it is ready, not inside its first pair's time limit. "\\boxed{1}" against "1" would not: the cheap string
+# comparison in _verify answers it first.
+_WARM_UP = ("\\frac{1}{2}", "so $\\boxed{0.5}$")
+
 # Reasons a verdict gives.
 CORRECT, WRONG, NO_ANSWER, NO_GOLD, TIMEOUT, ERROR = "correct", "wrong", "no_answer", "no_gold", "timeout", "error"
 
@@ -101,7 +106,7 @@ def _verify(gold: str, completion: str) -> Verdict:
 
 def _serve(conn) -> None:
     """A worker process: verdicts for the (gold, completion) pairs that arrive on `conn`, until it closes."""
-    _verify("1", "\\boxed{1}")  # math-verify's lazy initialisation, outside any pair's time limit
+    _verify(*_WARM_UP)
     conn.send("ready")
     while True:
         try:

@@ -76,23 +76,28 @@ def test_the_cpu_is_named_by_vendor_family_model_and_stepping(tmp_path, monkeypa
     assert kernels.cpu_id() == "" and kernels._cpu_flags() == set()
 
 
-def test_make_baselines_computes_with_the_kernels_of_the_published_reference_runs():
-    """The quick reproduction can match the published row only with the kernels its runs were made with."""
+def test_make_baselines_makes_the_published_reference_again_with_its_campaigns_kernels():
+    """The quick reproduction makes the published board's reference runs again as their campaign made them, with its
+    kernels: the ones that give the same bits on any x86-64 CPU with AVX2."""
     import re
 
+    from benchmark.campaign import load_campaign
     from benchmark.leaderboard.published import RUNS_FOLDER
     from benchmark.paths import LEADERBOARD_DIR
 
     results = json.loads((LEADERBOARD_DIR / "results.json").read_text())
-    reference = next(e for e in results["entries"] if e["reference"])
-    made_with = {json.loads((LEADERBOARD_DIR / RUNS_FOLDER / run_id / "run.json").read_text())["params"].get(
-        "kernels", "native") for w in reference["workloads"].values() for run_id in w["run_ids"]}
     makefile = (REPO_ROOT / "Makefile").read_text()
-    assert re.search(r"^BASELINE_KERNELS \?= (\w+)$", makefile, re.M).group(1) in made_with
-    assert len(made_with) == 1
-    assert "REPLAYBENCH_KERNELS=$(BASELINE_KERNELS) $(BIN)/replaybench baselines --strategies $(BASELINES)" in makefile
-    # the row it makes again: the reference's, over the board's scored seeds (the command's default seeds)
-    assert reference["name"] in re.search(r"^BASELINES \?= (.+)$", makefile, re.M).group(1).split()
+    campaign_file = re.search(r"^CAMPAIGN \?= (\S+)$", makefile, re.M).group(1)
+    assert results["campaign"]["file"] == campaign_file
+    campaign = load_campaign(REPO_ROOT / campaign_file)
+    reference = next(e for e in results["entries"] if e["reference"])
+    made_with = {json.loads((LEADERBOARD_DIR / RUNS_FOLDER / run_id / "run.json").read_text())["params"]["kernels"]
+                 for run_id in reference["workloads"]["arith-tiny"]["run_ids"]}
+    assert made_with == {campaign.kernels}
+    recipe = makefile[makefile.index("\nbaselines: setup"):makefile.index("\nboard: setup")]
+    assert "$(BIN)/replaybench campaign reproduce $(CAMPAIGN) --workloads arith-tiny" in recipe
+    assert "$(BIN)/replaybench leaderboard build --campaign $(CAMPAIGN)" in recipe
+    assert "REPLAYBENCH_KERNELS" not in recipe  # reproduce refuses kernels other than the campaign's
 
 
 def test_baselines_say_which_runs_reproduce_the_published_ones_digit_for_digit(tmp_path):

@@ -53,16 +53,6 @@ def test_the_published_board_rebuilds_exactly_from_its_shipped_runs(isolated_run
     assert without_build_line((tmp_path / "board" / "LEADERBOARD.md").read_text()) == \
         without_build_line((LEADERBOARD_DIR / "LEADERBOARD.md").read_text())
 
-    if not (LEADERBOARD_DIR / "preview-v3").is_dir():
-        return
-    # the same runs under rules v3, as leaderboard/preview-v3/ shows them
-    assert main(["leaderboard", "build", "--rules", "3", "--out", str(tmp_path / "v3")]) == 0
-    preview = json.loads((LEADERBOARD_DIR / "preview-v3" / "results.json").read_text())
-    rescored = json.loads((tmp_path / "v3" / "results.json").read_text())
-    assert preview["rules"]["version"] == 3
-    assert same_numbers({k: v for k, v in rescored.items() if k not in BUILD_FACTS},
-                        {k: v for k, v in preview.items() if k not in BUILD_FACTS})
-
 
 def test_the_readmes_results_are_the_published_boards_generated_not_copied():
     from benchmark.leaderboard.files import read_results
@@ -74,33 +64,21 @@ def test_the_readmes_results_are_the_published_boards_generated_not_copied():
 
 
 def test_every_v3_claim_is_corrected_and_the_findings_word_each_as_its_verdict():
-    """On the v3 preview beside the v2 board while it is there (its FINDINGS.md generated from its results), and on
-    the published board once it is scored under rules v3 (docs/findings.md, checked as generated below)."""
+    """On the published board, scored under rules v3, and docs/findings.md (checked as generated below)."""
     from benchmark.leaderboard.files import read_results
-    from benchmark.leaderboard.findings import findings_block, read_calibrations
     from benchmark.leaderboard.render import rules_version
 
-    boards = []
-    preview = LEADERBOARD_DIR / "preview-v3"
-    if preview.is_dir():
-        results = read_results(preview / "results.json")
-        text = (preview / "FINDINGS.md").read_text()
-        assert text.endswith(findings_block(results, read_calibrations(LEADERBOARD_DIR), "../"))
-        boards.append((results, text))
-    published = read_results(LEADERBOARD_DIR / "results.json")
-    if rules_version(published) == 3:
-        boards.append((published, (REPO_ROOT / "docs" / "findings.md").read_text()))
-    assert boards  # the preview, or the published board under rules v3
+    results = read_results(LEADERBOARD_DIR / "results.json")
+    assert rules_version(results) == 3
+    text = (REPO_ROOT / "docs" / "findings.md").read_text()
     words = {"resolved faster", "resolved slower", "not resolved"}
     swap = {"resolved faster": "resolved slower", "resolved slower": "resolved faster", "not resolved": "not resolved"}
-    for results, text in boards:
-        assert results["claims"] and all(c["verdict"] in words and c["adjusted_p_value"] >= c["p_value"]
-                                         for c in results["claims"])
-        # every verdict the findings word is one of the claims', with its corrected p (either way round)
-        held = {(v, f"{c['adjusted_p_value']:.3f}") for c in results["claims"]
-                for v in (c["verdict"], swap[c["verdict"]])}
-        worded = re.findall(r"(resolved faster|resolved slower|not resolved) \(corrected p ([0-9.]+), PoI", text)
-        assert worded and set(worded) <= held
+    assert results["claims"] and all(c["verdict"] in words and c["adjusted_p_value"] >= c["p_value"]
+                                     for c in results["claims"])
+    # every verdict the findings word is one of the claims', with its corrected p (either way round)
+    held = {(v, f"{c['adjusted_p_value']:.3f}") for c in results["claims"] for v in (c["verdict"], swap[c["verdict"]])}
+    worded = re.findall(r"(resolved faster|resolved slower|not resolved) \(corrected p ([0-9.]+), PoI", text)
+    assert worded and set(worded) <= held
 
 
 def test_the_findings_are_the_published_boards_generated_not_copied():

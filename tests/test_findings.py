@@ -122,6 +122,33 @@ def test_the_replay_tally_counts_the_entries_that_replay_by_their_verdict_agains
         "resolved slower 1 (`oldest_first (6,2) N=360`).")  # rlep trains on fewer samples than it generates
 
 
+def test_the_confirmation_reports_what_its_protocol_asks_beside_each_verdict():
+    """docs/protocols/confirmation.md: both speedups with their intervals, both PoIs, every run, whether the
+    estimate falls inside the scored interval, and beside a claim that did not replicate, the power it had."""
+    from benchmark.leaderboard.findings import confirmation_findings
+
+    def row(entry, scored, confirmed, p, verdict, ids):
+        return {"workload": "w", "entry": entry, "reference": "ref", "verdict": verdict, "run_ids": ids,
+                "reference_run_ids": ["r" * 32],
+                "scored": {"speedup": scored, "ci95": [scored - 0.04, scored + 0.05], "poi": 0.79,
+                           "adjusted_p_value": 0.01, "verdict": "resolved faster"},
+                "confirmation": {"speedup": confirmed, "ci95": [1.0, 1.15], "poi": 0.71, "p_value": p,
+                                 "adjusted_p_value": p, "seeds": list(range(30, 40)),
+                                 "inside_scored_interval": True}}
+    lines = confirmation_findings({"confirmation": [
+        row("fast", 1.13, 1.14, 0.005, "replicated", ["a" * 32]),
+        row("near", 1.09, 1.08, 0.057, "not replicated", ["b" * 32, "c" * 32])]}, "../leaderboard/")
+    text = "\n".join(lines)
+    assert "| w | near | 1.09 [1.05, 1.14], PoI 0.79 | resolved faster | 1.08 [1.00, 1.15], PoI 0.71 | 0.057 | yes " \
+           "| not replicated |" in text
+    assert all(f"](../leaderboard/runs/{c * 32}/)" in text for c in "abcr")
+    [power_line] = [line for line in lines if line.startswith("`near` on w did not replicate")]
+    assert "a true speedup of 1.09" in power_line and "weak evidence against the claim" in power_line
+    assert not any(line.startswith("`fast` on w did not") for line in lines)
+    assert confirmation_findings({}, "") == [
+        "Confirmation on fresh seeds (docs/protocols/confirmation.md): not run yet."]
+
+
 def test_publishing_the_board_writes_the_findings_from_its_results(tmp_path, monkeypatch):
     """`build --publish` rewrites docs/findings.md between its markers from the same results (MLflow's part, the
     scoring and the runs it ships, stood in for by the committed board)."""

@@ -10,9 +10,11 @@ import dataclasses
 import math
 from pathlib import Path
 
-from benchmark.leaderboard.comparisons import oriented
+from benchmark.leaderboard.comparisons import oriented, power
 from benchmark.leaderboard.files import read_results
 from benchmark.leaderboard.render import (
+    CONFIRMATION_COLUMNS,
+    confirmation_rows,
     format_compute,
     format_number,
     format_score,
@@ -22,6 +24,7 @@ from benchmark.leaderboard.render import (
     side_of_one,
     split_text,
 )
+from benchmark.leaderboard.scoring_v3 import MEASURED_SD_LOG_CTT, POWER
 
 FINDINGS_START = ("<!-- findings: written by `replaybench leaderboard build --publish` from leaderboard/results.json "
                   "and leaderboard/calibration*.json -->")
@@ -458,11 +461,44 @@ def campaign_findings_block(results: dict, to_leaderboard: str = "../leaderboard
         out += [f"| {claim.paper} | " + PART_BREAK.join(part.render(board).replace("|", "\\|")
                                                          for part in claim.measured) + " |"
                 for claim in CAMPAIGN_CLAIMS]
+    return "\n".join(out + [""] + confirmation_findings(results, to_leaderboard)) + "\n"
+
+
+def confirmation_findings(results: dict, to_leaderboard: str) -> list[str]:
+    """Which verdicts replicated on the confirmation seeds, with what docs/protocols/confirmation.md asks beside
+    each: both speedups, both PoIs, every run, and for a claim that did not replicate the power its confirmation had
+    to replicate it, were the scored estimate the true speedup."""
     rows = results.get("confirmation", [])
-    out += ["", "Confirmation on fresh seeds (docs/protocols/confirmation.md): " + (
-        "; ".join(f"`{r['entry']}` on {r['workload']}: {r['verdict']}" for r in rows) if rows
-        else "not run yet") + "."]
-    return "\n".join(out) + "\n"
+    if not rows:
+        return ["Confirmation on fresh seeds (docs/protocols/confirmation.md): not run yet."]
+    folder = results.get("runs_folder", "runs")
+
+    def runs(ids):
+        return " ".join(f"[{i[:8]}]({to_leaderboard}{folder}/{i}/)" for i in ids)
+    seeds = {r["workload"]: r["confirmation"]["seeds"] for r in rows}
+    out = ["Confirmation on fresh seeds (docs/protocols/confirmation.md): the reference and each confirmed entry run "
+           "again on seeds no run had used (" + "; ".join(f"{w}: {', '.join(map(str, s))}" for w, s in seeds.items())
+           + "); each entry's claim against the reference tested again on those runs alone, the p-values of the "
+           "claims resolved on the scored seeds Holm-corrected together.", "",
+           "| " + " | ".join(CONFIRMATION_COLUMNS + ("the entry's confirmation runs",)) + " |",
+           "|" + "|".join("---" for _ in range(len(CONFIRMATION_COLUMNS) + 1)) + "|"]
+    out += ["| " + " | ".join([*cells, runs(r["run_ids"])]).replace("\n", " ") + " |"
+            for cells, r in zip(confirmation_rows(results), rows)]
+    references = {r["workload"]: r["reference_run_ids"] for r in rows}
+    out += ["", "The reference's confirmation runs: " + "; ".join(f"{w}: {runs(ids)}" for w, ids in
+                                                                  references.items()) + "."]
+    for r in rows:
+        if r["verdict"] != "not replicated":
+            continue
+        scored = r["scored"]["speedup"]
+        chance = power(MEASURED_SD_LOG_CTT, len(r["confirmation"]["seeds"]), max(scored, 1 / scored))
+        out += ["", f"`{r['entry']}` on {r['workload']} did not replicate; with {len(r['confirmation']['seeds'])} "
+                f"seeds an arm and the spread the power analysis measured (sd of log compute to target "
+                f"{MEASURED_SD_LOG_CTT}), a true speedup of {scored:.2f}, its scored estimate, would have put the "
+                f"interval on their side of 1 with probability {chance:.2f}, before the Holm correction "
+                "(`comparisons.power`), so this is "
+                + ("weak evidence against the claim." if chance < POWER else "evidence against the claim.")]
+    return out
 
 
 def findings_block(results: dict, calibrations: dict, to_leaderboard: str = "../leaderboard/") -> str:

@@ -70,18 +70,20 @@ def campaign_words(results: dict) -> str | None:
     return words
 
 
-CONFIRMATION_COLUMNS = ("workload", "entry", "scored verdict (speedup [95%])", "confirmation speedup [95%]",
-                        "Holm-corrected p", "verdict")
+CONFIRMATION_COLUMNS = ("workload", "entry", "scored: speedup [95%], PoI", "scored verdict",
+                        "confirmation: speedup [95%], PoI", "Holm-corrected p", "estimate inside scored interval",
+                        "verdict")
 
 
 def confirmation_rows(results: dict) -> list[list[str]]:
-    """The confirmation table (docs/protocols/confirmation.md), one row per confirmed entry and workload."""
+    """The confirmation table (docs/protocols/confirmation.md), one row per confirmed entry and workload: both
+    speedups with their intervals and probabilities of improvement, as the protocol asks."""
     def speedup(d):
         return f"{format_number(d['speedup'], '{:.2f}')} [{format_number(d['ci95'][0], '{:.2f}')}, " \
-               f"{format_number(d['ci95'][1], '{:.2f}')}]"
-    return [[r["workload"], r["entry"], f"{r['scored']['verdict']} ({speedup(r['scored'])})",
-             speedup(r["confirmation"]),
+               f"{format_number(d['ci95'][1], '{:.2f}')}], PoI {d['poi']:.2f}"
+    return [[r["workload"], r["entry"], speedup(r["scored"]), r["scored"]["verdict"], speedup(r["confirmation"]),
              "-" if r["confirmation"]["adjusted_p_value"] is None else f"{r['confirmation']['adjusted_p_value']:.3f}",
+             "yes" if r["confirmation"]["inside_scored_interval"] else "no",
              r["verdict"]] for r in results.get("confirmation", [])]
 
 

@@ -61,8 +61,9 @@ def campaign_words(results: dict) -> str | None:
         return None
     words = (f"Made by the campaign {c['name']} ({c['file']}): engine release "
              f"{c['release'][:12]}, {c['kernels']} CPU kernels, scoring rules v{c['rules']}, {c['seeds_per_arm']} "
-             f"scored seeds per arm; {c['runs_finished']} of the {c['runs_made']} runs it has started so far "
-             "finished")
+             f"scored seeds per arm; of the {c['runs_made']} runs it had started when this board was built, "
+             f"{c['runs_finished']} finished and the others stopped before their end (interrupted or failed), none "
+             "of them scored")
     words += "".join(f"; it supersedes the campaign {name}: {why}" for name, why in c["supersedes"].items())
     if c["runs_foreign"]:
         words += (f"; {len(c['runs_foreign'])} runs tagged with it were made by another engine or other kernels, "

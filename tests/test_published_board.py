@@ -75,8 +75,10 @@ def test_every_v3_claim_is_corrected_and_the_findings_word_each_as_its_verdict()
     swap = {"resolved faster": "resolved slower", "resolved slower": "resolved faster", "not resolved": "not resolved"}
     assert results["claims"] and all(c["verdict"] in words and c["adjusted_p_value"] >= c["p_value"]
                                      for c in results["claims"])
-    # every verdict the findings word is one of the claims', with its corrected p (either way round)
+    # every verdict the findings word is one of the claims' (either way round) or one of the variants' against the
+    # reference, each corrected in its own family, with its corrected p
     held = {(v, f"{c['adjusted_p_value']:.3f}") for c in results["claims"] for v in (c["verdict"], swap[c["verdict"]])}
+    held |= {(v["verdict"], f"{v['adjusted_p_value']:.3f}") for v in results.get("variants", [])}
     worded = re.findall(r"(resolved faster|resolved slower|not resolved) \(corrected p ([0-9.]+), PoI", text)
     assert worded and set(worded) <= held
 

@@ -18,6 +18,7 @@ from benchmark.leaderboard.render import (
     format_compute,
     format_number,
     format_score,
+    markdown_table,
     replace_between,
     rules_version,
     setting_of,
@@ -479,11 +480,9 @@ def confirmation_findings(results: dict, to_leaderboard: str) -> list[str]:
     out = ["Confirmation on fresh seeds (docs/protocols/confirmation.md): the reference and each confirmed entry run "
            "again on seeds no run had used (" + "; ".join(f"{w}: {', '.join(map(str, s))}" for w, s in seeds.items())
            + "); each entry's claim against the reference tested again on those runs alone, the p-values of the "
-           "claims resolved on the scored seeds Holm-corrected together.", "",
-           "| " + " | ".join(CONFIRMATION_COLUMNS + ("the entry's confirmation runs",)) + " |",
-           "|" + "|".join("---" for _ in range(len(CONFIRMATION_COLUMNS) + 1)) + "|"]
-    out += ["| " + " | ".join([*cells, runs(r["run_ids"])]).replace("\n", " ") + " |"
-            for cells, r in zip(confirmation_rows(results), rows)]
+           "claims resolved on the scored seeds Holm-corrected together.", ""]
+    out += markdown_table(CONFIRMATION_COLUMNS + ("the entry's confirmation runs",),
+                          [[*cells, runs(r["run_ids"])] for cells, r in zip(confirmation_rows(results), rows)])
     references = {r["workload"]: r["reference_run_ids"] for r in rows}
     out += ["", "The reference's confirmation runs: " + "; ".join(f"{w}: {runs(ids)}" for w, ids in
                                                                   references.items()) + "."]

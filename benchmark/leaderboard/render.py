@@ -397,6 +397,12 @@ def _md_cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def markdown_table(header, rows) -> list[str]:
+    """A markdown table's lines: the header, its rule, a line per row (a cell's | escaped, its newlines spaces)."""
+    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"] + [
+        "| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+
+
 def rules_file(results: dict) -> str | None:
     """The scoring rules' file, relative to a published board's folder (beside its runs folder); None on a local
     board, which names the checkout's copy."""
@@ -427,9 +433,7 @@ def render_markdown(results: dict) -> str:
            f"Generated {results['generated']} from {store} (code {results['code_version']}) by "
            "`replaybench leaderboard build`; every number is in `results.json` with the MLflow run ids it comes "
            "from. Rules: " + (f"[README.md]({rules})" if rules else "`leaderboard/README.md`") + "."
-           + replacement_words(results, lambda text, path: f"[{text}]({path})"), "",
-           "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+           + replacement_words(results, lambda text, path: f"[{text}]({path})"), ""] + markdown_table(header, rows)
     out += _split_note_lines(results)
     notes = store_notes(results)
     if notes:
@@ -454,16 +458,12 @@ def render_markdown(results: dict) -> str:
         out += [f"| {x['workload']} | {_md_cell(x.get('name', x['strategy']))} | {x['seed']} | `{x['run_id']}` | "
                 f"{_md_cell(x['reason'])} |" for x in runs]
     if results.get("variants"):
-        out += ["", "## Variants, for the findings", "", "| " + " | ".join(VARIANT_COLUMNS) + " |",
-                "|" + "|".join("---" for _ in VARIANT_COLUMNS) + "|"]
-        out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in variant_rows(results)]
+        out += ["", "## Variants, for the findings", ""] + markdown_table(VARIANT_COLUMNS, variant_rows(results))
     if results.get("confirmation"):
         out += ["", "## Confirmation on fresh seeds", "",
                 "Each confirmed entry's claim against the reference, tested again on the confirmation seeds alone by "
-                "the rule fixed before those runs (docs/protocols/confirmation.md).", "",
-                "| " + " | ".join(CONFIRMATION_COLUMNS) + " |",
-                "|" + "|".join("---" for _ in CONFIRMATION_COLUMNS) + "|"]
-        out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in confirmation_rows(results)]
+                "the rule fixed before those runs (docs/protocols/confirmation.md).", ""]
+        out += markdown_table(CONFIRMATION_COLUMNS, confirmation_rows(results))
     if results.get("campaign_runs"):
         out += ["", "## Every run of the campaigns, by what it was for", ""]
         if campaign_words(results):
@@ -495,9 +495,8 @@ def readme_results(results: dict) -> str:
     out = [f"**{title(results)}**, built {results['generated'][:10]} from the runs in `leaderboard/runs/`; "
            "[LEADERBOARD.md](leaderboard/LEADERBOARD.md) has every column, the entries not ranked and the runs "
            "excluded, `leaderboard/index.html` the plots." + (f" {made}." if made else "")
-           + replacement_words(results, lambda text, path: f"[leaderboard/{text}](leaderboard/{path})"), "",
-           "| " + " | ".join(header[i] for i in keep) + " |", "|" + "|".join("---" for _ in keep) + "|"]
-    out += ["| " + " | ".join(_md_cell(row[i]) for i in keep) + " |" for row in rows]
+           + replacement_words(results, lambda text, path: f"[leaderboard/{text}](leaderboard/{path})"), ""]
+    out += markdown_table([header[i] for i in keep], [[row[i] for i in keep] for row in rows])
     out += _split_note_lines(results)
     return "\n".join(out) + "\n"
 
